@@ -1,0 +1,1 @@
+"""``aworld-graph run`` (filled in by the core engine)."""

@@ -1,0 +1,70 @@
+"""``SwarmState``: the one graph state every node reads and writes.
+
+All values are plain JSON-compatible data (dicts, lists, strings, numbers), so a checkpoint
+never needs pickle and any SQLite client can read it. Append-only channels (``messages``,
+``trace``, ``rewards``) use an append reducer; the project's ``TrajectorySaver`` stores each
+version of such a list as a delta against the previous one, so a long conversation costs O(n)
+storage. (LangGraph's own ``DeltaChannel`` is not used: it turns message dicts into LangChain
+message objects, and the state is meant to stay plain OpenAI-format data.)
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NotRequired, TypedDict
+
+
+__all__ = ["SwarmState", "Message", "TraceRecord", "Reward", "STATE_KEYS"]
+
+Message = dict[str, Any]
+"""A chat message in the OpenAI format (``role``, ``content``, ``tool_calls``, ``tool_call_id``,
+``name``)."""
+
+TraceRecord = dict[str, Any]
+"""What one node execution did: ``{"node", "agent", "kind": "llm"|"tools"|..., "step",
+"usage", "latency_ms", "model", "tool_calls", "tool_results", "error", ...}``."""
+
+Reward = dict[str, Any]
+"""A reward attached to a step: ``{"step", "score", "status", "source", "feedback"}``."""
+
+
+def extend(current: list[Any] | None, update: Any) -> list[Any]:
+    """Reducer for append-only channels: a write is one item or a list of items."""
+    out = list(current) if current else []
+    if isinstance(update, list):
+        out.extend(update)
+    elif update is not None:
+        out.append(update)
+    return out
+
+
+def merge(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer for ``context``: shallow dict merge, later writes win."""
+    return {**(current or {}), **(update or {})}
+
+
+class SwarmState(TypedDict):
+    """The state that flows through every node of a swarm graph."""
+
+    messages: Annotated[list[Message], extend]
+    """The conversation, OpenAI message format; nodes append."""
+    trace: Annotated[list[TraceRecord], extend]
+    """One record per node execution (LLM call, tool execution, critic verdict…)."""
+    rewards: Annotated[list[Reward], extend]
+    """Rewards and scores attached to steps (critics, ``Runners.step`` callers, reward fns)."""
+    active_agent: NotRequired[str]
+    """Name of the agent that holds control (handoff swarms)."""
+    answer: NotRequired[str | None]
+    """The final answer once an agent has given one."""
+    input: NotRequired[str]
+    """The task's input text."""
+    steps: NotRequired[int]
+    """Number of node executions so far (bounds the run with ``max_steps``)."""
+    status: NotRequired[str]
+    """``running`` | ``finished`` | ``max_steps`` | ``error``."""
+    error: NotRequired[str | None]
+    """Last runtime error that stopped the run, if any."""
+    context: NotRequired[Annotated[dict[str, Any], merge]]
+    """User fields: anything a workflow wants to carry between nodes."""
+
+
+STATE_KEYS = tuple(SwarmState.__annotations__)
