@@ -1,5 +1,45 @@
-"""aworld-graph: multi-agent systems as LangGraph state graphs."""
+"""aworld-graph: multi-agent systems as LangGraph state graphs.
+
+AWorld's public names (``Agent``, ``AgentConfig``, ``Runners``, ``Task``, ``TaskConfig``,
+``TaskRunMode``, ``TaskResponse``) over a LangGraph engine with SQLite trajectories.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from .agent import Agent
+from .config import AgentConfig, TaskConfig, TaskRunMode
+from .errors import (
+    AWorldGraphError,
+    ConfigError,
+    DefinitionError,
+    ModelError,
+    ModelRetry,
+    RuntimeFailure,
+)
+from .model import ChatModel, ModelResponse, OpenAIModel
+from .runner import Runners
+from .state import SwarmState
+from .task import Task, TaskResponse
+from .tools import Tool, tool
+
+__all__ = [
+    "AWorldGraphError",
+    "Agent",
+    "AgentConfig",
+    "ChatModel",
+    "ConfigError",
+    "DefinitionError",
+    "ModelError",
+    "ModelResponse",
+    "ModelRetry",
+    "OpenAIModel",
+    "Runners",
+    "RuntimeFailure",
+    "SwarmState",
+    "Task",
+    "TaskConfig",
+    "TaskResponse",
+    "TaskRunMode",
+    "Tool",
+    "tool",
+]

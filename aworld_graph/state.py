@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any, NotRequired, TypedDict
 
-
 __all__ = ["SwarmState", "Message", "TraceRecord", "Reward", "STATE_KEYS"]
 
 Message = dict[str, Any]

@@ -1,0 +1,366 @@
+"""What an agent does when its graph nodes run: one LLM call, or the tool calls it asked for.
+
+Internal: :mod:`aworld_graph.swarm` and :mod:`aworld_graph.agent` wire these functions into a
+LangGraph ``StateGraph``. Each function returns an explicit state delta (messages appended,
+one trace record, counters), which is exactly what the checkpointer keeps as a transition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_stream_writer
+from langgraph.graph import END
+
+from .agent import Agent, tools_node_name
+from .model import ChatModel, ModelResponse, resolve_model
+from .state import Message, SwarmState
+from .tools import Tool, ToolOutcome, ToolProvider, ToolSpec, as_tools, truncate_for_model
+
+__all__ = ["AgentRuntime"]
+
+NUDGE = "Reply with the final answer only."
+
+
+def _step(config: RunnableConfig) -> int:
+    return int((config.get("metadata") or {}).get("langgraph_step", 0))
+
+
+def _max_steps(config: RunnableConfig) -> int:
+    return int((config.get("configurable") or {}).get("max_steps", 50))
+
+
+def _emit(event: dict[str, Any]) -> None:
+    try:
+        get_stream_writer()(event)
+    except RuntimeError:  # not inside a runnable context (direct calls in tests)
+        pass
+
+
+def _last_assistant(messages: list[Message]) -> Message | None:
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            return message
+    return None
+
+
+def _tool_used_this_turn(messages: list[Message]) -> bool:
+    for message in reversed(messages):
+        if message.get("role") == "tool":
+            return True
+        if message.get("role") == "user":
+            return False
+    return False
+
+
+def render_as_text(messages: list[Message]) -> list[Message]:
+    """Rewrite tool calls and results as plain text, for models with weak tool support."""
+    out: list[Message] = []
+    names: dict[str, str] = {}
+    pending: list[str] = []
+
+    def flush() -> None:
+        if pending:
+            out.append({"role": "user", "content": " ".join(pending) + " " + NUDGE})
+            pending.clear()
+
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            name = names.get(message.get("tool_call_id", ""), "tool")
+            pending.append(f"The {name} tool returned: {message.get('content', '')}.")
+            continue
+        flush()
+        if role == "assistant" and message.get("tool_calls"):
+            calls = []
+            for tc in message["tool_calls"]:
+                fn = tc.get("function", {})
+                names[tc.get("id", "")] = fn.get("name", "tool")
+                calls.append(f"{fn.get('name')}({fn.get('arguments', '')})")
+            text = (message.get("content") or "").strip()
+            out.append(
+                {"role": "assistant", "content": (text + "\n" if text else "") + "; ".join(calls)}
+            )
+        else:
+            out.append(dict(message))
+    flush()
+    return out
+
+
+def _assistant_message(response: ModelResponse) -> Message:
+    message: Message = {"role": "assistant", "content": response.content}
+    if response.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in response.tool_calls
+        ]
+    return message
+
+
+class AgentRuntime:
+    """An :class:`Agent` made ready to run: its model resolved, its tools gathered."""
+
+    def __init__(self, agent: Agent, *, extra_tools: list[ToolSpec] | None = None) -> None:
+        self.agent = agent
+        self.name = agent.name
+        self.tools_node = tools_node_name(agent.name)
+        self.model: ChatModel = agent.model or resolve_model(agent.conf)
+        self.local_tools: dict[str, Tool] = {t.name: t for t in as_tools(agent.tools)}
+        self.extra_specs = list(extra_tools or [])
+        """Tool specs handled by the graph itself (handoffs, delegation)."""
+        self.provider: ToolProvider | None = agent.tool_provider
+        self._specs: list[ToolSpec] | None = None
+
+    # -- tools --------------------------------------------------------------------------------
+    def _ensure_provider(self) -> ToolProvider | None:
+        if self.provider is None and self.agent.mcp_config is not None:
+            from .environment import tool_provider  # the MCP environment, built lazily
+
+            self.provider = tool_provider(self.agent.mcp_config, self.agent.mcp_servers)
+        return self.provider
+
+    async def specs(self) -> list[ToolSpec]:
+        """Every tool this agent offers the model (local, environment, graph-handled)."""
+        if self._specs is None:
+            specs = [t.spec for t in self.local_tools.values()] + self.extra_specs
+            provider = self._ensure_provider()
+            if provider is not None:
+                specs += await provider.tool_specs()
+            self._specs = specs
+        return self._specs
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        if name in self.local_tools:
+            return await self.local_tools[name](arguments)
+        provider = self._ensure_provider()
+        known = [s.name for s in await self.specs()]
+        if provider is not None and name in known:
+            return await provider.call_tool(name, arguments)
+        return ToolOutcome(
+            content=f"Unknown tool '{name}'. Available tools: {', '.join(known) or 'none'}. "
+            "Call one of these, or answer without a tool.",
+            is_error=True,
+        )
+
+    # -- the LLM node -------------------------------------------------------------------------
+    def _llm_calls(self, state: SwarmState) -> int:
+        return sum(
+            1
+            for r in state.get("trace", [])
+            if r.get("agent") == self.name and r.get("kind") == "llm"
+        )
+
+    async def llm_node(self, state: SwarmState, config: RunnableConfig) -> dict[str, Any]:
+        """One model call; appends the assistant message and a trace record."""
+        step = _step(config)
+        steps = state.get("steps", 0)
+        limit = None
+        if self._llm_calls(state) >= self.agent.max_steps:
+            limit = f"agent {self.name!r} made {self.agent.max_steps} LLM calls (its max_steps) without a final answer"
+        elif steps >= _max_steps(config):
+            limit = f"the task reached max_steps={_max_steps(config)} before an answer"
+        if limit is not None:
+            return {
+                "status": "max_steps",
+                "error": limit
+                + "; raise max_steps (Agent.max_steps or TaskConfig.max_steps) and run again",
+                "trace": {
+                    "kind": "limit",
+                    "node": self.name,
+                    "agent": self.name,
+                    "step": step,
+                    "error": limit,
+                },
+            }
+        history = state.get("messages", [])
+        prompt: list[Message] = [{"role": "system", "content": self.agent.system_prompt}]
+        for demo in self.agent.demos:
+            prompt += [
+                {"role": "user", "content": demo["input"]},
+                {"role": "assistant", "content": demo["output"]},
+            ]
+        text_mode = self.model.profile.tool_results == "text"
+        prompt += render_as_text(history) if text_mode else history
+        specs = await self.specs()
+        offer = bool(specs) and not (text_mode and _tool_used_this_turn(history))
+        stream = bool((config.get("configurable") or {}).get("stream_tokens"))
+        on_token: Callable[[str], None] | None = None
+        if stream:
+
+            def on_token(text: str) -> None:
+                _emit({"event": "token", "agent": self.name, "text": text})
+
+        response = await self.model.complete(
+            prompt, [s.openai() for s in specs] if offer else None, on_token=on_token
+        )
+        message = _assistant_message(response)
+        record = {
+            "kind": "llm",
+            "node": self.name,
+            "agent": self.name,
+            "step": step,
+            "model": response.model or self.model.name,
+            "usage": response.usage.as_dict(),
+            "latency_ms": round(response.latency_ms, 3),
+            "finish_reason": response.finish_reason,
+            "content": response.content,
+            "tool_calls": [c.as_dict() for c in response.tool_calls],
+            "n_messages": len(history),
+            "raw": response.raw,
+        }
+        _emit(
+            {
+                "event": "llm_call",
+                "agent": self.name,
+                "content": response.content,
+                "tool_calls": record["tool_calls"],
+                "usage": record["usage"],
+                "latency_ms": record["latency_ms"],
+            }
+        )
+        update: dict[str, Any] = {
+            "messages": [message],
+            "trace": record,
+            "steps": steps + 1,
+            "active_agent": self.name,
+        }
+        if not response.tool_calls:
+            update["answer"] = response.content
+            update["status"] = "finished"
+            _emit({"event": "answer", "agent": self.name, "content": response.content})
+        return update
+
+    def route_after_llm(
+        self, next_after_answer: Callable[[SwarmState], str] | str = END
+    ) -> Callable[[SwarmState], str]:
+        """Routing function: to the tools node on tool calls, else onwards."""
+
+        def route(state: SwarmState) -> str:
+            if state.get("status") in ("max_steps", "error"):
+                return END
+            last = _last_assistant(state.get("messages", []))
+            if last is not None and last.get("tool_calls"):
+                return self.tools_node
+            return next_after_answer(state) if callable(next_after_answer) else next_after_answer
+
+        return route
+
+    # -- the tools node -----------------------------------------------------------------------
+    def _previous_result(
+        self, messages: list[Message], name: str, arguments: str, exclude: set[str]
+    ) -> str | None:
+        """Result of an earlier identical, successful call (for the repeat guard)."""
+        wanted = _canonical(arguments)
+        results = {m.get("tool_call_id"): m for m in messages if m.get("role") == "tool"}
+        for message in messages:
+            for tc in message.get("tool_calls") or []:
+                fn = tc.get("function", {})
+                if (
+                    tc.get("id") in exclude
+                    or fn.get("name") != name
+                    or _canonical(fn.get("arguments", "")) != wanted
+                ):
+                    continue
+                result = results.get(tc.get("id"))
+                if result is not None and not result.get("_error"):
+                    return str(result.get("content", ""))
+        return None
+
+    async def _run_call(
+        self, tc: dict[str, Any], messages: list[Message], exclude: set[str]
+    ) -> dict[str, Any]:
+        fn = tc.get("function", {})
+        name, raw_args = fn.get("name", ""), fn.get("arguments") or "{}"
+        base = {"tool_call_id": tc.get("id"), "name": name, "arguments": raw_args, "server": None}
+        if self.model.profile.repeat_guard:
+            previous = self._previous_result(messages, name, raw_args, exclude)
+            if previous is not None:
+                content = (
+                    f"{previous}\n(You already called {name} with these arguments and this was "
+                    f"its result; do not call it again. {NUDGE})"
+                )
+                return {
+                    **base,
+                    "content": content,
+                    "result": previous,
+                    "is_error": False,
+                    "repeated": True,
+                    "duration_ms": 0.0,
+                }
+        try:
+            arguments = json.loads(raw_args) if raw_args.strip() else {}
+            if not isinstance(arguments, dict):
+                raise ValueError("arguments must be a JSON object")
+        except ValueError as exc:
+            content = (
+                f"The arguments for tool '{name}' are not valid JSON ({exc}); got {raw_args[:200]!r}. "
+                "Call the tool again with a JSON object matching its schema."
+            )
+            return {
+                **base,
+                "content": content,
+                "result": content,
+                "is_error": True,
+                "duration_ms": 0.0,
+            }
+        started = time.perf_counter()
+        outcome = await self.call_tool(name, arguments)
+        duration = outcome.duration_ms or (time.perf_counter() - started) * 1000
+        return {
+            **base,
+            "server": outcome.server,
+            "content": truncate_for_model(outcome.content),
+            "result": outcome.result if outcome.result is not None else outcome.content,
+            "is_error": outcome.is_error,
+            "duration_ms": round(duration, 3),
+        }
+
+    async def tools_node_fn(self, state: SwarmState, config: RunnableConfig) -> dict[str, Any]:
+        """Run every tool call of the last assistant message; one tool message per call."""
+        messages = state.get("messages", [])
+        last = _last_assistant(messages) or {}
+        calls = list(last.get("tool_calls") or [])
+        exclude = {tc.get("id") for tc in calls}
+        results = await asyncio.gather(*(self._run_call(tc, messages, exclude) for tc in calls))
+        tool_messages: list[Message] = []
+        for r in results:
+            msg: Message = {
+                "role": "tool",
+                "tool_call_id": r["tool_call_id"],
+                "content": r["content"],
+            }
+            if r["is_error"]:
+                msg["_error"] = True
+            tool_messages.append(msg)
+            _emit(
+                {
+                    "event": "tool_call",
+                    "agent": self.name,
+                    "tool": r["name"],
+                    "server": r["server"],
+                    "arguments": r["arguments"],
+                    "content": r["content"],
+                    "is_error": r["is_error"],
+                    "duration_ms": r["duration_ms"],
+                }
+            )
+        record = {
+            "kind": "tools",
+            "node": self.tools_node,
+            "agent": self.name,
+            "step": _step(config),
+            "tool_results": list(results),
+        }
+        return {"messages": tool_messages, "trace": record, "steps": state.get("steps", 0) + 1}
+
+
+def _canonical(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True)
+    except ValueError:
+        return arguments.strip()

@@ -1,0 +1,236 @@
+"""The one loop that drives a compiled graph. ``Runners`` only wraps it.
+
+``drive`` runs a task's graph on its checkpoint thread until it ends, is interrupted, fails,
+or – in step mode – finishes one superstep; then it reads the state back through the
+checkpointer and builds the :class:`~aworld_graph.task.TaskResponse`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import GraphRecursionError
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+
+from .graph import BuiltGraph, built
+from .task import Task, TaskResponse
+from .trajectory import build_trajectory, usage_of
+
+__all__ = ["drive", "open_graph", "close_graph", "run_config"]
+
+EventSink = Callable[[dict[str, Any]], None]
+
+_active: dict[int, int] = {}
+
+
+def open_graph(task: Task) -> BuiltGraph:
+    """The built graph for ``task``, counted as in use until :func:`close_graph`."""
+    graph = built(task.source)
+    _active[id(graph)] = _active.get(id(graph), 0) + 1
+    return graph
+
+
+async def close_graph(graph: BuiltGraph) -> None:
+    """Release ``graph``; its tool connections close when no run uses it any more."""
+    left = _active.get(id(graph), 1) - 1
+    if left <= 0:
+        _active.pop(id(graph), None)
+        await graph.aclose()
+    else:
+        _active[id(graph)] = left
+
+
+def run_config(task: Task, graph: BuiltGraph) -> RunnableConfig:
+    """The LangGraph config of a task's run: its thread, limits and metadata."""
+    meta = {k: v for k, v in graph.info.items() if isinstance(v, (str, int, float, bool))}
+    meta.update({"task_id": task.id, "task_name": task.name, "session_id": task.session_id})
+    meta.update({k: v for k, v in task.metadata.items() if isinstance(v, (str, int, float, bool))})
+    return {
+        "configurable": {
+            "thread_id": task.id,
+            "max_steps": task.conf.max_steps,
+            "stream_tokens": task.conf.stream,
+        },
+        "recursion_limit": task.conf.max_steps * 2 + 10,
+        "metadata": meta,
+    }
+
+
+async def _checkpoint_chain(
+    checkpointer: BaseCheckpointSaver[Any] | None, config: RunnableConfig, head: str | None
+) -> dict[int, tuple[str, str]]:
+    """Superstep → (checkpoint id, created_at) along the current branch of the thread."""
+    if checkpointer is None or head is None:
+        return {}
+    by_id: dict[str, tuple[int, str, str | None]] = {}
+    thread = {
+        "configurable": {"thread_id": config["configurable"]["thread_id"], "checkpoint_ns": ""}
+    }
+    async for tup in checkpointer.alist(thread):
+        parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
+        by_id[tup.config["configurable"]["checkpoint_id"]] = (
+            int(tup.metadata.get("step", -1)),
+            tup.checkpoint["ts"],
+            parent,
+        )
+    chain: dict[int, tuple[str, str]] = {}
+    current: str | None = head
+    while current is not None and current in by_id:
+        step, ts, parent = by_id[current]
+        chain.setdefault(step, (current, ts))
+        current = parent
+    return chain
+
+
+async def respond(
+    task: Task,
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+    config: RunnableConfig,
+    *,
+    started: float,
+    error: str | None = None,
+) -> TaskResponse:
+    """Read the thread's latest state and turn it into a :class:`TaskResponse`."""
+    snapshot = await graph.aget_state(config)
+    values: dict[str, Any] = dict(snapshot.values or {})
+    head = (snapshot.config or {}).get("configurable", {}).get("checkpoint_id")
+    step = int((snapshot.metadata or {}).get("step", 0))
+    failures = [
+        {
+            "node": t.name,
+            "error": repr(t.error) if not isinstance(t.error, str) else t.error,
+            "step": step + 1,
+            "checkpoint_id": head,
+        }
+        for t in snapshot.tasks
+        if t.error is not None
+    ]
+    if error and not failures:
+        failures = [{"node": None, "error": error, "step": step + 1, "checkpoint_id": head}]
+    interrupts = [{"id": i.id, "value": i.value} for i in snapshot.interrupts]
+    status = values.get("status") or "running"
+    if error or failures:
+        status = "error"
+    elif interrupts:
+        status = "interrupted"
+    elif snapshot.next:
+        status = "running"
+    elif status == "running":
+        status = "finished"
+    msg = {
+        "error": error or (failures[0]["error"] if failures else None),
+        "max_steps": values.get("error"),
+        "interrupted": f"waiting for input: {interrupts[0]['value']!r}" if interrupts else None,
+    }.get(status)
+    if msg and status in ("error", "max_steps"):
+        msg += f" (resume with Runners.resume({task.id!r}, ...) or `aworld-graph resume {task.id}`)"
+    checkpoints = await _checkpoint_chain(
+        graph.checkpointer if isinstance(graph.checkpointer, BaseCheckpointSaver) else None,
+        config,
+        head,
+    )
+    trajectory = build_trajectory(
+        values,
+        task_id=task.id,
+        task_name=task.name,
+        session_id=task.session_id,
+        checkpoints=checkpoints,
+        carry_context=task.conf.resp_carry_context,
+        errors=failures,
+    )
+    llm_calls, usage = usage_of(values.get("trace") or [])
+    return TaskResponse(
+        id=task.id,
+        answer=values.get("answer"),
+        success=status == "finished" and values.get("answer") is not None,
+        msg=msg,
+        trajectory=trajectory,
+        llm_calls=llm_calls,
+        usage=usage,
+        time_cost=time.perf_counter() - started,
+        status=status,
+        thread_id=task.id,
+        checkpoint_id=head,
+        interrupts=interrupts,
+        state=values,
+    )
+
+
+async def drive(
+    task: Task,
+    graph: BuiltGraph,
+    checkpointer: BaseCheckpointSaver[Any] | None,
+    *,
+    one_step: bool = False,
+    resume: Any = None,
+    events: EventSink | None = None,
+) -> tuple[TaskResponse, dict[str, Any]]:
+    """Run ``task`` (one superstep if ``one_step``); returns the response and the last updates."""
+    started = time.perf_counter()
+    compiled = graph.compile(checkpointer)
+    config = run_config(task, graph)
+    snapshot = await compiled.aget_state(config) if checkpointer is not None else None
+    fresh = snapshot is None or not snapshot.values
+    payload: Any
+    if resume is not None:
+        payload = Command(resume=resume)
+    elif fresh:
+        payload = {
+            "messages": [{"role": "user", "content": task.input}],
+            "input": task.input,
+            "status": "running",
+            "active_agent": graph.entry,
+            "steps": 0,
+        }
+    else:
+        if snapshot is not None and not snapshot.next:
+            return await respond(task, compiled, config, started=started), {}
+        payload = None
+    modes: list[str] = ["updates"] + (["custom", "tasks"] if events is not None else [])
+    updates: dict[str, Any] = {}
+    error: str | None = None
+
+    async def loop() -> None:
+        async for mode, chunk in compiled.astream(
+            payload, config, stream_mode=modes, interrupt_after="*" if one_step else None
+        ):
+            if mode == "updates":
+                updates.update(chunk if isinstance(chunk, dict) else {})
+            elif events is not None:
+                _forward(mode, chunk, events)
+
+    try:
+        if task.conf.timeout:
+            await asyncio.wait_for(loop(), task.conf.timeout)
+        else:
+            await loop()
+    except GraphRecursionError:
+        error = f"the run exceeded its step budget (max_steps={task.conf.max_steps})"
+    except TimeoutError:
+        error = f"the run timed out after {task.conf.timeout}s"
+    except Exception as exc:  # recorded and reported; the run stays resumable
+        error = f"{type(exc).__name__}: {exc}"
+    response = await respond(task, compiled, config, started=started, error=error)
+    return response, updates
+
+
+def _forward(mode: str, chunk: Any, events: EventSink) -> None:
+    if mode == "custom" and isinstance(chunk, dict):
+        events(chunk)
+    elif mode == "tasks" and isinstance(chunk, dict):
+        if "result" in chunk or "error" in chunk:
+            events(
+                {
+                    "event": "node_end",
+                    "node": chunk.get("name"),
+                    "error": str(chunk["error"]) if chunk.get("error") else None,
+                }
+            )
+        else:
+            events({"event": "node_start", "node": chunk.get("name")})

@@ -1,0 +1,98 @@
+"""AWorld-style configuration objects: ``AgentConfig``, ``TaskConfig``, ``TaskRunMode``."""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["AgentConfig", "TaskConfig", "TaskRunMode"]
+
+
+@dataclass(kw_only=True)
+class AgentConfig:
+    """How an agent reaches its model (AWorld's field names).
+
+    Unset fields fall back to the environment variables ``LLM_PROVIDER``, ``LLM_MODEL_NAME``,
+    ``LLM_BASE_URL``, ``LLM_API_KEY`` and ``LLM_TEMPERATURE``; with no endpoint configured at
+    all, the embedded local model (SmolLM2-135M-Instruct on llama.cpp) is used.
+    """
+
+    llm_provider: str | None = None
+    """``openai`` (any OpenAI-compatible endpoint: OpenAI, vLLM, llama.cpp server) or ``local``."""
+    llm_model_name: str | None = None
+    """Model name sent to the endpoint."""
+    llm_base_url: str | None = None
+    """Base URL of the OpenAI-compatible endpoint, e.g. ``http://127.0.0.1:8000/v1``."""
+    llm_api_key: str | None = field(default=None, repr=False)
+    """API key; never written to a checkpoint, trajectory, log or export."""
+    llm_temperature: float | None = None
+    """Sampling temperature."""
+    max_retries: int = 3
+    """Retries on 429, 5xx and timeouts, with exponential backoff."""
+    timeout: float = 120.0
+    """Seconds to wait for one model call."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Extra parameters passed to ``chat.completions.create`` (``max_tokens``, ``top_p``, …)."""
+
+    def resolved(self) -> AgentConfig:
+        """A copy with unset fields filled from ``LLM_*`` environment variables."""
+        env = os.environ
+        temperature = self.llm_temperature
+        if temperature is None and env.get("LLM_TEMPERATURE"):
+            try:
+                temperature = float(env["LLM_TEMPERATURE"])
+            except ValueError:
+                raise ConfigError(
+                    f"LLM_TEMPERATURE={env['LLM_TEMPERATURE']!r} is not a number; "
+                    "set it to a float such as 0.2 or unset it"
+                ) from None
+        return AgentConfig(
+            llm_provider=self.llm_provider or env.get("LLM_PROVIDER") or None,
+            llm_model_name=self.llm_model_name or env.get("LLM_MODEL_NAME") or None,
+            llm_base_url=self.llm_base_url or env.get("LLM_BASE_URL") or None,
+            llm_api_key=self.llm_api_key or env.get("LLM_API_KEY") or None,
+            llm_temperature=temperature,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+            params=dict(self.params),
+        )
+
+    def public(self) -> dict[str, Any]:
+        """The configuration without secrets, for trajectories and cards."""
+        return {
+            "llm_provider": self.llm_provider,
+            "llm_model_name": self.llm_model_name,
+            "llm_base_url": self.llm_base_url,
+            "llm_temperature": self.llm_temperature,
+        }
+
+
+class TaskRunMode(enum.StrEnum):
+    """How ``Runners`` drives a task."""
+
+    NORMAL = "normal"
+    """Run until the graph finishes (or hits ``max_steps``)."""
+    INTERACTIVE = "interactive"
+    """One superstep per ``Runners.step`` call; state is kept in the checkpointer between calls."""
+
+
+@dataclass(kw_only=True)
+class TaskConfig:
+    """Per-task settings (AWorld's names where they exist)."""
+
+    max_steps: int = 20
+    """Upper bound on node executions (LLM calls + tool executions) in one run."""
+    resp_carry_context: bool = True
+    """Include the conversation (``state.messages``) in each trajectory item."""
+    run_mode: TaskRunMode = TaskRunMode.NORMAL
+    """``NORMAL`` runs to the end; ``INTERACTIVE`` is driven by ``Runners.step``."""
+    timeout: float | None = None
+    """Seconds before the run is cancelled (it stays resumable)."""
+    stream: bool = False
+    """Stream model tokens as events (used by ``Runners.streaming_run``)."""
+    ext: dict[str, Any] = field(default_factory=dict)
+    """Free-form extra settings, kept in the run's metadata."""

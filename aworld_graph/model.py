@@ -1,0 +1,374 @@
+"""Chat models: one interface for every node, one real implementation on ``openai``.
+
+:class:`OpenAIModel` talks to any OpenAI-compatible endpoint (OpenAI, vLLM, a llama.cpp
+server) through ``openai.AsyncOpenAI``; the client's own retry loop handles 429, 5xx and
+timeouts with exponential backoff. Each call is captured as a :class:`ModelResponse` with the
+tool calls, usage, latency and the raw response.
+
+The fakes :class:`~aworld_graph.testing.FunctionModel` and
+:class:`~aworld_graph.testing.ScriptedModel` implement the same :class:`ChatModel` protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import ssl
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+import openai
+
+from .config import AgentConfig
+from .errors import ModelError, UnexpectedModelCall
+
+__all__ = [
+    "ChatModel",
+    "ModelProfile",
+    "ModelResponse",
+    "OpenAIModel",
+    "ToolCall",
+    "Usage",
+    "resolve_model",
+]
+
+TokenCallback = Callable[[str], None]
+
+
+@dataclass(kw_only=True, frozen=True)
+class ToolCall:
+    """A tool call the model asked for. ``arguments`` is the raw JSON text the model wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(kw_only=True)
+class Usage:
+    """Token counts of one call (zeros when the endpoint does not report them)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass(kw_only=True)
+class ModelResponse:
+    """One model reply, as captured for the trajectory."""
+
+    content: str = ""
+    """The text of the reply (``""`` when the model only called tools)."""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    """Tool calls, in the order the model wrote them."""
+    usage: Usage = field(default_factory=Usage)
+    """Token counts."""
+    model: str = ""
+    """Model name the endpoint reported."""
+    latency_ms: float = 0.0
+    """Wall time of the call, retries included."""
+    finish_reason: str | None = None
+    """Why generation stopped (``stop``, ``tool_calls``, ``length``…)."""
+    raw: dict[str, Any] = field(default_factory=dict)
+    """The endpoint's response as JSON (for streams: the assembled reply)."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class ModelProfile:
+    """How to talk to a particular model. Small local models need help with tools."""
+
+    tool_results: Literal["native", "text"] = "native"
+    """``native``: tool results are ``role=tool`` messages. ``text``: the conversation is
+    rewritten so tool calls and results read as plain text, and tools are offered again only
+    when the model has not used one yet (for models with weak tool-calling)."""
+    repeat_guard: bool = True
+    """Answer a repeated identical tool call from the earlier result, with a nudge to answer."""
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """What every node needs of a model."""
+
+    name: str
+    profile: ModelProfile
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None = None,
+        *,
+        tool_choice: str | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> ModelResponse:
+        """Send the conversation (OpenAI message format), return the reply."""
+        ...
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context per process: building one per client costs ~25 ms."""
+    return ssl.create_default_context()
+
+
+_LOOPBACK = ("127.", "localhost", "[::1]", "::1")
+
+
+def remote_calls_blocked() -> bool:
+    """True when ``AWORLD_GRAPH_BLOCK_REMOTE`` is set (the test suite sets it)."""
+    return os.environ.get("AWORLD_GRAPH_BLOCK_REMOTE", "") not in ("", "0", "false")
+
+
+def _check_endpoint(base_url: str | None) -> None:
+    if not remote_calls_blocked():
+        return
+    host = urlsplit(base_url or "https://api.openai.com/v1").hostname or ""
+    if not host.startswith(_LOOPBACK):
+        raise UnexpectedModelCall(
+            f"a model call to {base_url or 'api.openai.com'} was blocked: "
+            "AWORLD_GRAPH_BLOCK_REMOTE is set, so only 127.0.0.1 endpoints, FunctionModel and "
+            "ScriptedModel may be used"
+        )
+
+
+def _clean_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Endpoint-safe copies: ``content`` never null (llama.cpp rejects it), no private keys."""
+    out = []
+    for message in messages:
+        m = {k: v for k, v in message.items() if not k.startswith("_")}
+        if m.get("content") is None:
+            m["content"] = ""
+        out.append(m)
+    return out
+
+
+class OpenAIModel:
+    """A chat model behind any OpenAI-compatible endpoint."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        temperature: float | None = None,
+        max_retries: int = 3,
+        timeout: float = 120.0,
+        params: dict[str, Any] | None = None,
+        profile: ModelProfile | None = None,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        self.name = model
+        self.base_url = base_url
+        self.temperature = temperature
+        self.params = dict(params or {})
+        self.profile = profile or ModelProfile()
+        self._own_client = client is None
+        self._client = client
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._client_args: dict[str, Any] = {
+            "api_key": api_key or "not-needed",
+            "base_url": base_url,
+            "max_retries": max_retries,
+            "timeout": timeout,
+        }
+
+    def _current_client(self) -> openai.AsyncOpenAI:
+        """The client for the running event loop (``sync_run`` starts a new loop each time)."""
+        if not self._own_client:
+            assert self._client is not None
+            return self._client
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            http = openai.DefaultAsyncHttpxClient(verify=_ssl_context())
+            self._client = openai.AsyncOpenAI(http_client=http, **self._client_args)
+            self._client_loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the connection pool this model opened in the running loop."""
+        if self._own_client and self._client is not None:
+            if self._client_loop is asyncio.get_running_loop():
+                await self._client.close()
+            self._client = None
+            self._client_loop = None
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"OpenAIModel(model={self.name!r}, base_url={self.base_url!r})"
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None = None,
+        *,
+        tool_choice: str | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> ModelResponse:
+        _check_endpoint(self.base_url)
+        kwargs: dict[str, Any] = {"model": self.name, "messages": _clean_messages(messages)}
+        if tools:
+            kwargs["tools"] = list(tools)
+            if tool_choice:
+                kwargs["tool_choice"] = tool_choice
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        kwargs.update(self.params)
+        started = time.perf_counter()
+        try:
+            if on_token is not None:
+                response = await self._stream(kwargs, on_token)
+            else:
+                completion = await self._current_client().chat.completions.create(**kwargs)
+                response = _from_completion(completion)
+        except openai.APIStatusError as exc:
+            raise ModelError(
+                f"model endpoint {self.base_url or 'api.openai.com'} answered HTTP "
+                f"{exc.status_code} for model {self.name!r}: {_short(exc.message)}; "
+                "check LLM_BASE_URL / LLM_MODEL_NAME / the key, or the server's log"
+            ) from exc
+        except openai.APITimeoutError as exc:
+            raise ModelError(
+                f"model endpoint {self.base_url or 'api.openai.com'} timed out after retries; "
+                "raise AgentConfig.timeout or check the server"
+            ) from exc
+        except openai.APIConnectionError as exc:
+            raise ModelError(
+                f"cannot reach model endpoint {self.base_url or 'api.openai.com'}: "
+                f"{_short(str(exc.__cause__ or exc))}; is the server running?"
+            ) from exc
+        response.latency_ms = (time.perf_counter() - started) * 1000
+        return response
+
+    async def _stream(self, kwargs: dict[str, Any], on_token: TokenCallback) -> ModelResponse:
+        kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
+        stream = await self._current_client().chat.completions.create(**kwargs)
+        text: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        usage = Usage()
+        model = self.name
+        finish: str | None = None
+        async for chunk in stream:
+            model = chunk.model or model
+            if chunk.usage is not None:
+                usage = _usage(chunk.usage)
+            for choice in chunk.choices:
+                delta = choice.delta
+                finish = choice.finish_reason or finish
+                if delta.content:
+                    text.append(delta.content)
+                    on_token(delta.content)
+                for tc in delta.tool_calls or []:
+                    slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+                    slot["id"] = tc.id or slot["id"]
+                    if tc.function is not None:
+                        slot["name"] += tc.function.name or ""
+                        slot["arguments"] += tc.function.arguments or ""
+        tool_calls = [
+            ToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"])
+            for i, c in sorted(calls.items())
+        ]
+        content = "".join(text)
+        raw = {
+            "model": model,
+            "choices": [
+                {
+                    "finish_reason": finish,
+                    "message": {
+                        "role": "assistant",
+                        "content": content,
+                        "tool_calls": [_openai_call(c) for c in tool_calls] or None,
+                    },
+                }
+            ],
+            "usage": usage.as_dict(),
+            "stream": True,
+        }
+        return ModelResponse(
+            content=content,
+            tool_calls=tool_calls,
+            usage=usage,
+            model=model,
+            finish_reason=finish,
+            raw=raw,
+        )
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _usage(u: Any) -> Usage:
+    return Usage(
+        prompt_tokens=getattr(u, "prompt_tokens", 0) or 0,
+        completion_tokens=getattr(u, "completion_tokens", 0) or 0,
+        total_tokens=getattr(u, "total_tokens", 0) or 0,
+    )
+
+
+def _openai_call(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+
+
+def _from_completion(completion: Any) -> ModelResponse:
+    if not completion.choices:
+        raise ModelError(
+            f"model {completion.model!r} returned no choices; the endpoint may not support "
+            "chat completions for this model"
+        )
+    choice = completion.choices[0]
+    message = choice.message
+    calls = [
+        ToolCall(
+            id=tc.id or f"call_{i}",
+            name=tc.function.name if tc.function else "",
+            arguments=(tc.function.arguments or "") if tc.function else "",
+        )
+        for i, tc in enumerate(message.tool_calls or [])
+    ]
+    return ModelResponse(
+        content=message.content or "",
+        tool_calls=calls,
+        usage=_usage(completion.usage) if completion.usage else Usage(),
+        model=completion.model or "",
+        finish_reason=choice.finish_reason,
+        raw=completion.model_dump(mode="json", exclude_none=True),
+    )
+
+
+def resolve_model(conf: AgentConfig | None) -> ChatModel:
+    """The model for an agent: its ``AgentConfig``, else ``LLM_*`` env vars, else the local one."""
+    resolved = (conf or AgentConfig()).resolved()
+    provider = (resolved.llm_provider or "").lower()
+    if provider in ("local", "smollm2") or (
+        not provider and not resolved.llm_base_url and not resolved.llm_model_name
+    ):
+        from ._local_model import LocalModel
+
+        return LocalModel(temperature=resolved.llm_temperature, params=resolved.params)
+    return OpenAIModel(
+        model=resolved.llm_model_name or "gpt-4o-mini",
+        base_url=resolved.llm_base_url,
+        api_key=resolved.llm_api_key,
+        temperature=resolved.llm_temperature,
+        max_retries=resolved.max_retries,
+        timeout=resolved.timeout,
+        params=resolved.params,
+    )

@@ -1,0 +1,229 @@
+"""``Runners``: AWorld's runner API over the one loop in :mod:`aworld_graph._run_impl`.
+
+Every entry point ends in :func:`~aworld_graph._run_impl.drive`; the sync one is a one-line
+wrapper. Runs are checkpointed under the task id, by default in ``checkpoints/aworld.db``
+(or the file named by ``AWORLD_GRAPH_DB``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from ._run_impl import close_graph, drive, open_graph, run_config
+from .agent import Agent
+from .config import TaskConfig, TaskRunMode
+from .errors import DefinitionError
+from .graph import GraphSource
+from .task import Task, TaskResponse
+
+__all__ = ["Runners", "default_checkpointer"]
+
+_defaults: dict[str, BaseCheckpointSaver[Any]] = {}
+
+
+def default_checkpointer() -> BaseCheckpointSaver[Any]:
+    """The process-wide default saver: a ``TrajectorySaver`` on the default database file."""
+    from .checkpoint import TrajectorySaver, default_db_path
+
+    path = str(default_db_path())
+    if path not in _defaults:
+        _defaults[path] = TrajectorySaver(path)
+    return _defaults[path]
+
+
+def _saver(checkpointer: BaseCheckpointSaver[Any] | None) -> BaseCheckpointSaver[Any]:
+    return checkpointer if checkpointer is not None else default_checkpointer()
+
+
+def _task(
+    input: str,
+    agent: Agent | None,
+    swarm: GraphSource | None,
+    *,
+    task_id: str | None,
+    session_id: str | None,
+    conf: TaskConfig | None,
+) -> Task:
+    kwargs: dict[str, Any] = {
+        "input": input,
+        "agent": agent,
+        "swarm": swarm,
+        "session_id": session_id,
+    }
+    if task_id is not None:
+        kwargs["id"] = task_id
+    if conf is not None:
+        kwargs["conf"] = conf
+    return Task(**kwargs)
+
+
+class Runners:
+    """Run agents and swarms (AWorld's ``Runners``)."""
+
+    @staticmethod
+    async def run(
+        input: str,
+        agent: Agent | None = None,
+        swarm: GraphSource | None = None,
+        *,
+        session_id: str | None = None,
+        task_id: str | None = None,
+        conf: TaskConfig | None = None,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
+    ) -> TaskResponse:
+        """Run ``agent`` or ``swarm`` on ``input`` to the end."""
+        task = _task(input, agent, swarm, task_id=task_id, session_id=session_id, conf=conf)
+        return (await Runners.run_task(task, checkpointer=checkpointer))[task.id]
+
+    @staticmethod
+    def sync_run(
+        input: str, agent: Agent | None = None, swarm: GraphSource | None = None, **kwargs: Any
+    ) -> TaskResponse:
+        """Blocking :meth:`run` (for scripts; not inside a running event loop)."""
+        return asyncio.run(Runners.run(input, agent, swarm, **kwargs))
+
+    @staticmethod
+    async def run_task(
+        task: Task | Sequence[Task],
+        *,
+        concurrency: int = 8,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
+    ) -> dict[str, TaskResponse]:
+        """Run one task or many (at most ``concurrency`` at once); ``{task.id: response}``."""
+        tasks = [task] if isinstance(task, Task) else list(task)
+        if len({t.id for t in tasks}) != len(tasks):
+            raise DefinitionError(
+                "run_task: two tasks share an id; task ids name checkpoint threads and must be unique"
+            )
+        saver = _saver(checkpointer)
+        gate = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(t: Task) -> TaskResponse:
+            async with gate:
+                graph = open_graph(t)
+                try:
+                    return (await drive(t, graph, saver))[0]
+                finally:
+                    await close_graph(graph)
+
+        responses = await asyncio.gather(*(one(t) for t in tasks))
+        return {r.id: r for r in responses}
+
+    @staticmethod
+    async def step(
+        task: Task, *, checkpointer: BaseCheckpointSaver[Any] | None = None
+    ) -> tuple[bool, dict[str, Any], TaskResponse]:
+        """Run one superstep of ``task``: ``(is_finished, observation, response)``.
+
+        The state lives in the checkpointer between calls, so stepping can go on in another
+        process. ``observation`` holds what each node of the step wrote.
+        """
+        if task.conf.run_mode != TaskRunMode.INTERACTIVE:
+            task.conf.run_mode = TaskRunMode.INTERACTIVE
+        graph = open_graph(task)
+        try:
+            response, updates = await drive(task, graph, _saver(checkpointer), one_step=True)
+        finally:
+            await close_graph(graph)
+        return response.status != "running", updates, response
+
+    @staticmethod
+    async def reward(
+        task: Task,
+        score: float,
+        *,
+        status: str | None = None,
+        feedback: str | None = None,
+        source: str = "user",
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
+    ) -> None:
+        """Attach a reward to the step just taken; it lands in the trajectory."""
+        graph = open_graph(task)
+        try:
+            compiled = graph.compile(_saver(checkpointer))
+            config = run_config(task, graph)
+            snapshot = await compiled.aget_state(config)
+            trace = (snapshot.values or {}).get("trace") or []
+            if not trace:
+                raise DefinitionError(
+                    f"task {task.id}: no step has run yet, so there is nothing to reward"
+                )
+            last = trace[-1]
+            item = {
+                "step": last.get("step"),
+                "score": float(score),
+                "status": status or "scored",
+                "source": source,
+                "feedback": feedback,
+                "node": last.get("node"),
+            }
+            await compiled.aupdate_state(config, {"rewards": [item]}, as_node=last.get("node"))
+        finally:
+            await close_graph(graph)
+
+    @staticmethod
+    async def resume(
+        task_id: str,
+        agent: Agent | None = None,
+        swarm: GraphSource | None = None,
+        *,
+        value: Any = None,
+        conf: TaskConfig | None = None,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
+    ) -> TaskResponse:
+        """Continue the run of ``task_id`` from its last checkpoint.
+
+        Work whose writes were saved is not redone. ``value`` answers a pending human
+        interrupt.
+        """
+        task = _task("", agent, swarm, task_id=task_id, session_id=None, conf=conf)
+        graph = open_graph(task)
+        try:
+            return (await drive(task, graph, _saver(checkpointer), resume=value))[0]
+        finally:
+            await close_graph(graph)
+
+    @staticmethod
+    async def streaming_run(
+        input: str,
+        agent: Agent | None = None,
+        swarm: GraphSource | None = None,
+        *,
+        task_id: str | None = None,
+        session_id: str | None = None,
+        conf: TaskConfig | None = None,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Run and yield events as they happen; the last one is ``{"event": "done", "response"}``.
+
+        Events: ``node_start``, ``node_end``, ``llm_call``, ``token`` (with ``TaskConfig(stream=True)``),
+        ``tool_call``, ``handoff``, ``answer``.
+        """
+        task = _task(input, agent, swarm, task_id=task_id, session_id=session_id, conf=conf)
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        graph = open_graph(task)
+        response: TaskResponse | None = None
+
+        async def work() -> None:
+            nonlocal response
+            try:
+                response = (
+                    await drive(task, graph, _saver(checkpointer), events=queue.put_nowait)
+                )[0]
+            finally:
+                queue.put_nowait(None)
+
+        runner = asyncio.create_task(work())
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            await runner
+            yield {"event": "done", "response": response}
+        finally:
+            if not runner.done():
+                runner.cancel()
+            await close_graph(graph)

@@ -1,0 +1,193 @@
+"""A run's trajectory in AWorld's item shape, read from the checkpointed state.
+
+One item per agent step (an LLM call together with the tool calls it asked for)::
+
+    {"id", "meta": {session_id, task_id, task_name, agent_id, step, execute_time, pre_agent,
+                    checkpoint_id},
+     "state": {input, messages, context},
+     "action": {content, tool_calls, is_agent_finished, ext_info},
+     "reward": {tool_outputs, status, score}}
+
+Unlike AWorld, tool calls carry the real tool (and MCP server) names, and ``reward`` is filled
+from critic scores and rewards attached through ``Runners.step``/``Runners.reward``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["build_trajectory", "usage_of"]
+
+
+def usage_of(trace: list[dict[str, Any]]) -> tuple[int, dict[str, int]]:
+    """Number of LLM calls and summed token usage in a trace."""
+    calls = 0
+    total = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    for record in trace:
+        if record.get("kind") == "llm":
+            calls += 1
+            for key in total:
+                total[key] += int((record.get("usage") or {}).get(key, 0))
+    return calls, total
+
+
+def _public_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in message.items() if not k.startswith("_")}
+
+
+def _openai_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": c["id"],
+            "type": "function",
+            "function": {"name": c["name"], "arguments": c["arguments"]},
+        }
+        for c in calls
+    ]
+
+
+def build_trajectory(
+    values: Mapping[str, Any],
+    *,
+    task_id: str,
+    task_name: str | None = None,
+    session_id: str | None = None,
+    checkpoints: Mapping[int, tuple[str, str]] | None = None,
+    carry_context: bool = True,
+    errors: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """AWorld trajectory items from a run's state values.
+
+    ``checkpoints`` maps a superstep number to ``(checkpoint_id, created_at)`` of the
+    checkpoint written after it; ``errors`` are failures pending on the latest checkpoint.
+    """
+    trace: list[dict[str, Any]] = list(values.get("trace") or [])
+    messages: list[dict[str, Any]] = list(values.get("messages") or [])
+    rewards: list[dict[str, Any]] = list(values.get("rewards") or [])
+    checkpoints = checkpoints or {}
+    items: list[dict[str, Any]] = []
+    pre_agent: str | None = None
+    for i, record in enumerate(trace):
+        kind = record.get("kind")
+        if kind not in ("llm", "limit", "critic", "human"):
+            continue
+        tool_record = (
+            next(
+                (
+                    r
+                    for r in trace[i + 1 :]
+                    if r.get("kind") == "tools" and r.get("agent") == record.get("agent")
+                ),
+                None,
+            )
+            if record.get("tool_calls")
+            else None
+        )
+        steps = {record.get("step")} | ({tool_record.get("step")} if tool_record else set())
+        step_rewards = [r for r in rewards if r.get("step") in steps]
+        n = int(record.get("n_messages", len(messages)))
+        context = [_public_message(m) for m in messages[:n]] if carry_context else []
+        user_input = next(
+            (m.get("content") for m in reversed(messages[:n]) if m.get("role") in ("user", "tool")),
+            None,
+        )
+        last_step = (
+            max(s for s in steps if s is not None) if any(s is not None for s in steps) else None
+        )
+        checkpoint_id, created_at = (
+            checkpoints.get(last_step, (None, None)) if last_step is not None else (None, None)
+        )
+        outputs = [
+            {
+                k: r.get(k)
+                for k in (
+                    "tool_call_id",
+                    "name",
+                    "server",
+                    "arguments",
+                    "content",
+                    "result",
+                    "is_error",
+                    "duration_ms",
+                    "repeated",
+                )
+                if k in r
+            }
+            for r in (tool_record or {}).get("tool_results", [])
+        ]
+        score = step_rewards[-1].get("score") if step_rewards else record.get("score")
+        status = step_rewards[-1].get("status") if step_rewards else None
+        if status is None:
+            if kind == "limit" or record.get("error"):
+                status = "failed"
+            elif any(o.get("is_error") for o in outputs):
+                status = "tool_error"
+            else:
+                status = "success"
+        items.append(
+            {
+                "id": f"{task_id}_{len(items) + 1}",
+                "meta": {
+                    "session_id": session_id,
+                    "task_id": task_id,
+                    "task_name": task_name,
+                    "agent_id": record.get("agent"),
+                    "step": record.get("step"),
+                    "execute_time": created_at,
+                    "pre_agent": pre_agent,
+                    "checkpoint_id": checkpoint_id,
+                    "node": record.get("node"),
+                    "kind": kind,
+                },
+                "state": {
+                    "input": user_input,
+                    "messages": context,
+                    "context": dict(values.get("context") or {}),
+                },
+                "action": {
+                    "content": record.get("content") if kind != "limit" else None,
+                    "tool_calls": _openai_calls(record.get("tool_calls") or []),
+                    "is_agent_finished": kind == "llm" and not record.get("tool_calls"),
+                    "ext_info": {
+                        "model": record.get("model"),
+                        "usage": record.get("usage"),
+                        "latency_ms": record.get("latency_ms"),
+                        "finish_reason": record.get("finish_reason"),
+                        "error": record.get("error"),
+                        "feedback": step_rewards[-1].get("feedback")
+                        if step_rewards
+                        else record.get("feedback"),
+                    },
+                },
+                "reward": {"tool_outputs": outputs, "status": status, "score": score},
+            }
+        )
+        pre_agent = record.get("agent")
+    for error in errors or []:
+        items.append(
+            {
+                "id": f"{task_id}_{len(items) + 1}",
+                "meta": {
+                    "session_id": session_id,
+                    "task_id": task_id,
+                    "task_name": task_name,
+                    "agent_id": error.get("node"),
+                    "step": error.get("step"),
+                    "execute_time": None,
+                    "pre_agent": pre_agent,
+                    "checkpoint_id": error.get("checkpoint_id"),
+                    "node": error.get("node"),
+                    "kind": "error",
+                },
+                "state": {"input": None, "messages": [], "context": {}},
+                "action": {
+                    "content": None,
+                    "tool_calls": [],
+                    "is_agent_finished": False,
+                    "ext_info": {"error": error.get("error")},
+                },
+                "reward": {"tool_outputs": [], "status": "error", "score": None},
+            }
+        )
+    return items
