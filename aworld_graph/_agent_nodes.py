@@ -196,7 +196,10 @@ class AgentRuntime:
                 _emit({"event": "token", "agent": self.name, "text": text})
 
         response = await self.model.complete(
-            prompt, [s.openai() for s in specs] if offer else None, on_token=on_token
+            prompt,
+            [s.openai() for s in specs] if offer else None,
+            tool_choice=self.model.profile.tool_choice if offer else None,
+            on_token=on_token,
         )
         message = _assistant_message(response)
         record = {

@@ -33,7 +33,7 @@ __all__ = ["LocalModel", "LocalServer", "model_path", "state_file", "serve_forev
 
 MODEL_ALIAS = "smollm2-135m-instruct"
 CHAT_FORMAT = "chatml-function-calling"
-LOCAL_PROFILE = ModelProfile(tool_results="text", repeat_guard=True)
+LOCAL_PROFILE = ModelProfile(tool_results="text", repeat_guard=True, tool_choice="auto")
 
 _NO_LOCAL = (
     "no model endpoint is configured and the embedded local model is not installed. Either "
@@ -103,16 +103,17 @@ class LocalServer:
             "--n_ctx",
             "4096",
         ]
-        log = open(os.devnull, "wb")  # noqa: SIM115 - lives as long as the process
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log_path = state_file().with_name("llama-server.log")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "wb") as log:  # the child keeps its own handle
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         server = cls(base_url=f"http://127.0.0.1:{port}/v1", process=proc)
         deadline = time.monotonic() + startup_timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise ModelNotAvailable(
                     f"the embedded llama.cpp server exited with code {proc.returncode} while "
-                    f"starting ({' '.join(cmd[:3])} …); run `aworld-graph model serve` to see "
-                    "its output"
+                    f"starting; its output is in {log_path}"
                 )
             if _healthy(server.base_url, timeout=0.5):
                 return server
@@ -120,7 +121,7 @@ class LocalServer:
         server.stop()
         raise ModelNotAvailable(
             f"the embedded llama.cpp server did not answer on {server.base_url} within "
-            f"{startup_timeout:.0f}s; run `aworld-graph model serve` to see its output"
+            f"{startup_timeout:.0f}s; its output is in {log_path}"
         )
 
     def stop(self) -> None:

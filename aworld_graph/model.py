@@ -97,6 +97,8 @@ class ModelProfile:
     when the model has not used one yet (for models with weak tool-calling)."""
     repeat_guard: bool = True
     """Answer a repeated identical tool call from the earlier result, with a nudge to answer."""
+    tool_choice: str | None = None
+    """``tool_choice`` sent whenever tools are offered (llama.cpp needs ``"auto"`` to call any)."""
 
 
 @runtime_checkable

@@ -27,3 +27,15 @@ def _isolated_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def fake_openai() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as server:
         yield server
+
+
+@pytest.fixture
+def saver(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A checkpointer on a real SQLite file when the project's saver is available."""
+    try:
+        from aworld_graph.checkpoint import TrajectorySaver
+    except ImportError:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        return InMemorySaver()
+    return TrajectorySaver(str(tmp_path / "runs.db"))

@@ -1,1 +1,217 @@
-"""``aworld-graph run`` (filled in by the core engine)."""
+"""``aworld-graph run`` / ``resume`` / ``model serve``: run agents and swarms from the shell."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import DefinitionError
+from ..graph import GraphSource, as_source
+from ..task import TaskResponse
+from ._app import main
+
+__all__ = ["load_target"]
+
+
+def load_target(target: str) -> GraphSource:
+    """Import ``module:attribute`` and return it as a runnable agent or swarm."""
+    if target.endswith((".yaml", ".yml")):
+        try:
+            from ..spec import load_workflow
+        except ImportError:
+            raise DefinitionError(
+                f"{target}: YAML workflows are not available in this version"
+            ) from None
+        return load_workflow(target)
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise DefinitionError(
+            f"{target!r} is not MODULE:ATTRIBUTE (e.g. aworld_graph.examples:math_agent) or a workflow .yaml file"
+        )
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise DefinitionError(
+            f"{target}: cannot import module {module_name!r} ({exc}); check the name and PYTHONPATH"
+        ) from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise DefinitionError(
+            f"{target}: module {module_name!r} has no attribute {attr!r}"
+        ) from None
+    return as_source(obj)
+
+
+def _db_option(fn: Any) -> Any:
+    return click.option(
+        "--db",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Checkpoint database (default: $AWORLD_GRAPH_DB or checkpoints/aworld.db).",
+    )(fn)
+
+
+def _saver(db: str | None) -> Any:
+    if db:
+        os.environ["AWORLD_GRAPH_DB"] = db
+    from ..runner import default_checkpointer
+
+    return default_checkpointer()
+
+
+def _report(response: TaskResponse, db_path: str, as_json: bool) -> None:
+    if as_json:
+        payload = {k: v for k, v in vars(response).items() if k != "state"}
+        click.echo(json.dumps(payload, ensure_ascii=False, indent=2, default=str))
+    else:
+        click.echo(f"answer: {response.answer}")
+        click.echo(response.summary())
+        click.echo(
+            f"stored: {db_path} (thread {response.thread_id}, checkpoint {response.checkpoint_id})"
+        )
+        if response.status in ("error", "interrupted", "max_steps"):
+            click.echo(
+                f"resume: aworld-graph resume {response.thread_id}"
+                + (" --value TEXT" if response.interrupts else "")
+            )
+    if response.status == "error":
+        sys.exit(1)
+
+
+def _db_path() -> str:
+    from ..checkpoint import default_db_path
+
+    return str(default_db_path())
+
+
+@main.command()
+@click.argument("target")
+@click.option("--input", "-i", "input_", required=True, help="The task input (the user's request).")
+@click.option("--task-id", default=None, help="Task id (= checkpoint thread); random by default.")
+@click.option("--max-steps", type=int, default=None, help="Upper bound on node executions.")
+@click.option(
+    "--stream", is_flag=True, help="Print events (LLM calls, tool calls, tokens) as they happen."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole response as JSON.")
+@_db_option
+def run(
+    target: str,
+    input_: str,
+    task_id: str | None,
+    max_steps: int | None,
+    stream: bool,
+    as_json: bool,
+    db: str | None,
+) -> None:
+    """Run TARGET (MODULE:ATTRIBUTE of an Agent or Swarm, or a workflow .yaml) on --input."""
+    from ..config import TaskConfig
+    from ..runner import Runners
+    from ..task import Task
+
+    source = load_target(target)
+    saver = _saver(db)
+    conf = TaskConfig(stream=stream)
+    if max_steps is not None:
+        conf.max_steps = max_steps
+    agent = getattr(source, "agent", None)
+    task = Task(
+        input=input_,
+        agent=agent,
+        swarm=None if agent is not None else source,
+        conf=conf,
+        metadata={"target": target},
+        **({"id": task_id} if task_id else {}),
+    )
+
+    async def go() -> TaskResponse:
+        if not stream:
+            return (await Runners.run_task(task, checkpointer=saver))[task.id]
+        response: TaskResponse | None = None
+        async for event in Runners.streaming_run(
+            input_,
+            agent=task.agent,
+            swarm=task.swarm,
+            task_id=task.id,
+            conf=conf,
+            checkpointer=saver,
+        ):
+            if event["event"] == "done":
+                response = event["response"]
+            elif event["event"] == "token":
+                click.echo(event["text"], nl=False)
+            elif event["event"] in ("llm_call", "tool_call", "handoff"):
+                click.echo(
+                    f"\n[{event['event']}] "
+                    + json.dumps({k: v for k, v in event.items() if k != "event"}, default=str)[
+                        :300
+                    ]
+                )
+        assert response is not None
+        return response
+
+    _report(asyncio.run(go()), _db_path(), as_json)
+
+
+@main.command()
+@click.argument("thread")
+@click.option("--value", default=None, help="Answer to a pending human-input request.")
+@click.option(
+    "--target",
+    default=None,
+    help="MODULE:ATTRIBUTE or workflow file, if the run did not record one.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole response as JSON.")
+@_db_option
+def resume(
+    thread: str, value: str | None, target: str | None, as_json: bool, db: str | None
+) -> None:
+    """Continue run THREAD from its last checkpoint (work already saved is not redone)."""
+    from ..runner import Runners
+
+    saver = _saver(db)
+    latest = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+    if latest is None:
+        raise DefinitionError(
+            f"no run with thread id {thread!r} in {_db_path()}; list runs with `aworld-graph threads`"
+        )
+    target = target or latest.metadata.get("target")  # type: ignore[assignment]
+    if not target:
+        raise DefinitionError(
+            f"run {thread} did not record what it ran; pass --target MODULE:ATTRIBUTE"
+        )
+    source = load_target(str(target))
+    agent = getattr(source, "agent", None)
+    response = asyncio.run(
+        Runners.resume(
+            thread,
+            agent=agent,
+            swarm=None if agent is not None else source,
+            value=value,
+            checkpointer=saver,
+        )
+    )
+    _report(response, _db_path(), as_json)
+
+
+@main.group()
+def model() -> None:
+    """The embedded local model (SmolLM2-135M-Instruct on llama.cpp)."""
+
+
+@model.command()
+@click.option("--port", type=int, default=None, help="Port on 127.0.0.1 (free port by default).")
+def serve(port: int | None) -> None:
+    """Serve the embedded model in the foreground; other processes reuse it."""
+    from .._local_model import serve_forever
+
+    serve_forever(port)

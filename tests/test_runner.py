@@ -1,0 +1,136 @@
+"""Runners: run, sync_run, run_task, step + reward, resume, streaming_run."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import aworld_graph
+from aworld_graph import Agent, AgentConfig, ModelError, Runners, Task, TaskConfig, TaskRunMode, tool
+from aworld_graph.testing import FunctionModel, ScriptedModel, tool_call
+from tests.fake_openai import FakeOpenAI, calls, status, text
+
+runs: list[str] = []
+
+
+@tool
+def record(value: str) -> str:
+    """Remember a value."""
+    runs.append(value)
+    return f"recorded {value}"
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    runs.clear()
+
+
+def _scripted(*replies: Any) -> Agent:
+    return Agent(name="worker", tools=[record], model=ScriptedModel(list(replies)))
+
+
+async def test_step_runs_one_superstep_at_a_time_and_rewards_land_in_the_trajectory(saver: Any) -> None:
+    task = Task(
+        input="record x",
+        agent=_scripted(tool_call("record", {"value": "x"}), "done"),
+        conf=TaskConfig(run_mode=TaskRunMode.INTERACTIVE),
+    )
+    seen: list[tuple[bool, list[str]]] = []
+    finished = False
+    while not finished:
+        finished, observation, response = await Runners.step(task, checkpointer=saver)
+        seen.append((finished, sorted(k for k in observation if not k.startswith("__"))))
+        await Runners.reward(task, score=len(seen) / 10, status="ok", feedback=f"step {len(seen)}", checkpointer=saver)
+    assert seen == [(False, ["worker"]), (False, ["worker__tools"]), (True, ["worker"])]
+    final = await Runners.resume(task.id, agent=task.agent, checkpointer=saver)
+    assert final.answer == "done" and final.success
+    scores = [item["reward"]["score"] for item in final.trajectory]
+    assert scores == [0.2, 0.3]  # the tool step's reward wins for the first agent step
+    assert final.trajectory[0]["action"]["ext_info"]["feedback"] == "step 2"
+    assert runs == ["x"]
+
+
+async def test_reward_before_any_step_is_a_clear_error(saver: Any) -> None:
+    task = Task(input="x", agent=_scripted("hi"))
+    with pytest.raises(aworld_graph.DefinitionError, match="no step has run yet"):
+        await Runners.reward(task, 1.0, checkpointer=saver)
+
+
+async def test_run_task_runs_many_concurrently_with_their_own_threads(saver: Any) -> None:
+    async def slow(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        await asyncio.sleep(0.05)
+        return "answer to " + messages[-1]["content"]
+
+    agent = Agent(name="echo", model=FunctionModel(slow))
+    tasks = [Task(input=f"q{i}", agent=agent) for i in range(12)]
+    responses = await Runners.run_task(tasks, concurrency=4, checkpointer=saver)
+    assert [responses[t.id].answer for t in tasks] == [f"answer to q{i}" for i in range(12)]
+    assert {responses[t.id].thread_id for t in tasks} == {t.id for t in tasks}
+
+
+async def test_run_task_rejects_duplicate_ids(saver: Any) -> None:
+    agent = _scripted("a")
+    with pytest.raises(aworld_graph.DefinitionError, match="share an id"):
+        await Runners.run_task([Task(input="a", agent=agent, id="same"), Task(input="b", agent=agent, id="same")], checkpointer=saver)
+
+
+async def test_llm_failure_is_recorded_and_resume_does_not_redo_finished_work(fake_openai: FakeOpenAI, saver: Any) -> None:
+    fake_openai.add(calls(("record", {"value": "once"})), status(500), status(500))
+    agent = Agent(
+        name="worker",
+        tools=[record],
+        conf=AgentConfig(llm_base_url=fake_openai.url, llm_model_name="fake-model", max_retries=1),
+    )
+    first = await Runners.run("record once", agent=agent, task_id="t-resume", checkpointer=saver)
+    assert first.status == "error" and not first.success
+    assert "HTTP 500" in (first.msg or "") and "Runners.resume('t-resume'" in (first.msg or "")
+    assert first.trajectory[-1]["meta"]["kind"] == "error"
+    assert runs == ["once"]
+    fake_openai.add(text("recorded it"))
+    second = await Runners.resume("t-resume", agent=agent, checkpointer=saver)
+    assert second.success and second.answer == "recorded it"
+    assert runs == ["once"]  # the tool call that completed before the failure was not redone
+    assert second.llm_calls == 2
+
+
+async def test_streaming_run_emits_node_llm_tool_token_and_answer_events(fake_openai: FakeOpenAI, saver: Any) -> None:
+    fake_openai.add(calls(("record", {"value": "s"})), text("streamed done"))
+    agent = Agent(name="worker", tools=[record], conf=AgentConfig(llm_base_url=fake_openai.url, llm_model_name="m"))
+    events = [e async for e in Runners.streaming_run("go", agent=agent, conf=TaskConfig(stream=True), checkpointer=saver)]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "node_start" and kinds[-1] == "done"
+    assert {"llm_call", "tool_call", "token", "answer", "node_end"} <= set(kinds)
+    assert "".join(e["text"] for e in events if e["event"] == "token") == "streamed done"
+    assert kinds.index("tool_call") < kinds.index("answer")
+    assert events[-1]["response"].answer == "streamed done"
+    assert all(r["body"].get("stream") for r in fake_openai.requests)
+
+
+def test_sync_run_twice_in_one_process(fake_openai: FakeOpenAI, saver: Any) -> None:
+    fake_openai.add(text("one"), text("two"))
+    agent = Agent(name="a", conf=AgentConfig(llm_base_url=fake_openai.url, llm_model_name="m"))
+    assert Runners.sync_run(input="1", agent=agent, checkpointer=saver).answer == "one"
+    assert Runners.sync_run(input="2", agent=agent, checkpointer=saver).answer == "two"
+
+
+def test_task_needs_exactly_one_of_agent_or_swarm() -> None:
+    with pytest.raises(aworld_graph.DefinitionError, match="exactly one of agent= or swarm="):
+        Task(input="x")
+
+
+def test_public_surface_is_pinned() -> None:
+    assert sorted(aworld_graph.__all__) == sorted(
+        [
+            "AWorldGraphError", "Agent", "AgentConfig", "ChatModel", "ConfigError", "DefinitionError",
+            "ModelError", "ModelResponse", "ModelRetry", "OpenAIModel", "Runners", "RuntimeFailure",
+            "SwarmState", "Task", "TaskConfig", "TaskResponse", "TaskRunMode", "Tool", "tool",
+        ]
+    )
+    for name in aworld_graph.__all__:
+        assert getattr(aworld_graph, name) is not None
+
+
+def test_model_error_is_a_runtime_failure() -> None:
+    assert issubclass(ModelError, aworld_graph.RuntimeFailure)
