@@ -1,0 +1,210 @@
+"""The database file: connections, schema (created through sqlite-utils), and checks.
+
+Tables (all readable with any SQLite client):
+
+* ``checkpoints`` — one row per checkpoint: ids, parent, run, step, source, time, the
+  checkpoint without its values (msgpack) and its metadata (JSON).
+* ``checkpoint_blobs`` — one row per channel version; append-only lists as deltas.
+* ``checkpoint_writes`` — pending writes of tasks, per checkpoint.
+* ``trajectory`` — one row per transition, plain JSON columns (see :mod:`._trajectory`).
+* ``aworld_meta`` — format marker and schema version.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Literal
+
+import sqlite_utils
+
+from ..errors import ConfigError, RuntimeFailure
+
+__all__ = [
+    "FORMAT",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "Durability",
+    "connect",
+    "ensure_schema",
+    "database_error",
+]
+
+Durability = Literal["normal", "full"]
+"""``normal``: WAL with ``synchronous=NORMAL``; a committed checkpoint survives a killed
+process, the last commits may be lost on power failure. ``full``: ``synchronous=FULL``; every
+commit is fsynced and survives power loss too."""
+
+FORMAT = "aworld-graph-checkpoints"
+SCHEMA_VERSION = 1
+TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "trajectory")
+BUSY_TIMEOUT_S = 60.0
+
+
+def connect(path: Path, durability: Durability) -> sqlite3.Connection:
+    """A new connection in autocommit mode with the pragmas every connection needs."""
+    conn = sqlite3.connect(
+        str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    sync = "FULL" if durability == "full" else "NORMAL"
+    conn.execute(f"PRAGMA synchronous={sync}")
+    conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    conn.execute("PRAGMA temp_store=MEMORY")
+    return conn
+
+
+def database_error(path: Path, exc: sqlite3.Error) -> Exception:
+    """The project error for a low-level SQLite error on ``path``."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.DatabaseError) and (
+        "not a database" in text or "malformed" in text or "encrypted" in text
+    ):
+        return ConfigError(
+            f"checkpoint database {path} is not a valid SQLite file or is corrupt ({text}). "
+            "Move it aside (or restore a backup) and run again, or point AWORLD_GRAPH_DB / "
+            "--db at another file"
+        )
+    return RuntimeFailure(f"checkpoint database {path}: {type(exc).__name__}: {text}")
+
+
+def ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """Check that ``path`` is ours (or empty) and create the tables if needed.
+
+    Raises :class:`ConfigError` for a corrupt file, a foreign database, or a newer schema.
+    """
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as exc:
+        raise database_error(path, exc) from None
+    if "aworld_meta" in tables:
+        _check_meta(conn, path)
+        return
+    foreign = sorted(t for t in tables if not t.startswith("sqlite_"))
+    if foreign:
+        raise ConfigError(
+            f"{path} is a SQLite database but not an aworld-graph checkpoint store (it has "
+            f"tables {', '.join(foreign[:8])}). Point AWORLD_GRAPH_DB / --db at a new file"
+        )
+    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if str(mode).lower() != "wal" and str(path) != ":memory:":
+        raise ConfigError(
+            f"cannot switch {path} to WAL journal mode (got {mode!r}); put the database on "
+            "a local filesystem"
+        )
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "aworld_meta" not in tables:
+            _create(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    _check_meta(conn, path)
+
+
+def _check_meta(conn: sqlite3.Connection, path: Path) -> None:
+    meta = dict(conn.execute("SELECT key, value FROM aworld_meta").fetchall())
+    if meta.get("format") != FORMAT:
+        raise ConfigError(
+            f"{path} is not an aworld-graph checkpoint store (format {meta.get('format')!r}). "
+            "Point AWORLD_GRAPH_DB / --db at another file"
+        )
+    version = int(meta.get("schema_version", "0"))
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"{path} was written by a newer aworld-graph (schema {version}, this version reads "
+            f"{SCHEMA_VERSION}). Upgrade aworld-graph or use another file"
+        )
+
+
+def _create(conn: sqlite3.Connection) -> None:
+    db = sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False)
+    ids = {"thread_id": str, "checkpoint_ns": str}
+    db["aworld_meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+    db["checkpoints"].create(
+        {
+            **ids,
+            "checkpoint_id": str,
+            "parent_checkpoint_id": str,
+            "run_id": str,
+            "step": int,
+            "source": str,
+            "created_at": str,
+            "checkpoint": bytes,
+            "metadata": str,
+        },
+        pk=("thread_id", "checkpoint_ns", "checkpoint_id"),
+        not_null={"thread_id", "checkpoint_ns", "checkpoint_id"},
+        defaults={"checkpoint_ns": ""},
+        if_not_exists=True,
+    )
+    db["checkpoints"].create_index(["run_id"], "checkpoints_run_id", if_not_exists=True)
+    db["checkpoints"].create_index(["created_at"], "checkpoints_created_at", if_not_exists=True)
+    db["checkpoint_blobs"].create(
+        {
+            **ids,
+            "channel": str,
+            "version": str,
+            "kind": int,
+            "type": str,
+            "value": bytes,
+            "base_version": str,
+            "items": int,
+            "nbytes": int,
+            "digest": bytes,
+            "depth": int,
+        },
+        pk=("thread_id", "checkpoint_ns", "channel", "version"),
+        not_null={"thread_id", "checkpoint_ns", "channel", "version", "kind"},
+        defaults={"checkpoint_ns": ""},
+        if_not_exists=True,
+    )
+    db["checkpoint_writes"].create(
+        {
+            **ids,
+            "checkpoint_id": str,
+            "task_id": str,
+            "idx": int,
+            "channel": str,
+            "type": str,
+            "value": bytes,
+            "task_path": str,
+        },
+        pk=("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+        not_null={"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel"},
+        defaults={"checkpoint_ns": "", "task_path": ""},
+        if_not_exists=True,
+    )
+    db["trajectory"].create(
+        {
+            **ids,
+            "checkpoint_id": str,
+            "parent_checkpoint_id": str,
+            "run_id": str,
+            "step": int,
+            "nodes": str,
+            "source": str,
+            "created_at": str,
+            "duration_ms": float,
+            "changes": str,
+            "llm_usage": str,
+            "tool_names": str,
+            "reward": float,
+        },
+        pk=("thread_id", "checkpoint_ns", "checkpoint_id"),
+        not_null={"thread_id", "checkpoint_ns", "checkpoint_id"},
+        defaults={"checkpoint_ns": ""},
+        if_not_exists=True,
+    )
+    db["aworld_meta"].insert_all(
+        [
+            {"key": "format", "value": FORMAT},
+            {"key": "schema_version", "value": str(SCHEMA_VERSION)},
+            {"key": "created_by", "value": f"aworld-graph (pid {os.getpid()})"},
+        ],
+        pk="key",
+        ignore=True,
+    )

@@ -1,0 +1,63 @@
+"""Strip secrets from configs, metadata and trajectory records before they are written.
+
+A key is secret when its name looks like a credential (``api_key``, ``llm_api_key``,
+``Authorization``, ``access_token``, ``client_secret``, ``password``…). Counters that merely
+contain the word *token* (``prompt_tokens``, ``max_tokens``, ``token_count``) are kept: usage
+records need them. The ``env`` mapping of an MCP server entry (a dict with ``command``,
+``args``, ``url`` or ``transport``) is dropped whole, and string values that are bearer
+credentials or OpenAI-style keys are replaced even under an innocent key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["REDACTED", "is_secret_key", "strip_secrets"]
+
+REDACTED = "[redacted]"
+"""What a secret-looking string value is replaced with."""
+
+_SECRET_KEY = re.compile(r"api[_-]?key|secret|password|passwd|authorization|credential", re.I)
+_TOKEN = re.compile(r"token", re.I)
+_TOKEN_COUNTER = re.compile(
+    r"(prompt|completion|total|max|min|input|output|reasoning|cached|audio|num|n)_?tokens"
+    r"|^tokens$|token_?(count|usage|limit|ids?)$|tokenizer",
+    re.I,
+)
+_SECRET_VALUE = re.compile(r"^\s*(bearer|basic)\s+\S+|\bsk-[A-Za-z0-9_\-]{12,}", re.I)
+_MCP_SERVER_KEYS = frozenset({"command", "args", "url", "transport"})
+
+
+def is_secret_key(key: object) -> bool:
+    """Whether a mapping key names a credential."""
+    if not isinstance(key, str):
+        return False
+    if _SECRET_KEY.search(key):
+        return True
+    return bool(_TOKEN.search(key)) and not _TOKEN_COUNTER.search(key)
+
+
+def strip_secrets(value: Any, _depth: int = 0) -> Any:
+    """A copy of ``value`` (dicts, lists, tuples) with secret keys and values removed.
+
+    Objects other than plain containers and strings are returned unchanged.
+    """
+    if _depth > 64:
+        return value
+    if isinstance(value, Mapping):
+        mcp_entry = any(k in value for k in _MCP_SERVER_KEYS)
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if is_secret_key(key) or (mcp_entry and key == "env"):
+                continue
+            out[key] = strip_secrets(item, _depth + 1)
+        return out
+    if isinstance(value, list):
+        return [strip_secrets(item, _depth + 1) for item in value]
+    if isinstance(value, tuple):
+        return tuple(strip_secrets(item, _depth + 1) for item in value)
+    if isinstance(value, str) and _SECRET_VALUE.search(value):
+        return REDACTED
+    return value

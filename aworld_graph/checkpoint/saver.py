@@ -1,0 +1,414 @@
+"""``TrajectorySaver``: a LangGraph checkpointer on SQLite that keeps every transition."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from os import PathLike
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar, get_args
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+
+from ..errors import ConfigError
+from . import _retention
+from ._read import CHECKPOINT_COLUMNS, materialize
+from ._schema import Durability
+from ._secrets import strip_secrets
+from ._serde import StrictSerializer
+from ._store import Store
+from ._write import put_checkpoint, put_writes
+
+__all__ = ["TrajectorySaver"]
+
+T = TypeVar("T")
+_FILTER_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PAGE = 200
+
+
+class TrajectorySaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer on one SQLite file, with a queryable ``trajectory`` table.
+
+    Drop-in for any LangGraph app: ``graph.compile(checkpointer=TrajectorySaver(path))``.
+    Each channel value is stored once per version; lists that grow by appending (message
+    lists, traces, rewards) are stored as deltas. Safe for many asyncio tasks, threads and
+    processes writing one file. Values are msgpack without pickle; types outside the
+    allow-list fail when written. API keys and authorization headers are stripped from
+    metadata before it is written.
+
+    Args:
+        path: The database file (parent folders are created on first use).
+        durability: ``"normal"`` (WAL, ``synchronous=NORMAL``: survives a killed process)
+            or ``"full"`` (``synchronous=FULL``: also survives power loss).
+        allowed_types: Extra classes (or ``(module, name)`` pairs) that may be stored in
+            channel values besides plain data and the types LangGraph trusts.
+        snapshot_every: Store a list channel in full every this many versions, bounding
+            the delta chain a read follows.
+    """
+
+    def __init__(
+        self,
+        path: str | PathLike[str],
+        *,
+        durability: Durability = "normal",
+        allowed_types: Iterable[type | tuple[str, ...]] = (),
+        snapshot_every: int = 32,
+    ) -> None:
+        super().__init__(serde=StrictSerializer(allowed_types=allowed_types))
+        if durability not in get_args(Durability):
+            raise ConfigError(f"TrajectorySaver(durability={durability!r}): use 'normal' or 'full'")
+        if str(path) == ":memory:" or str(path).startswith("file::memory"):
+            raise ConfigError(
+                "TrajectorySaver needs a database file, not ':memory:' (use a temporary file, "
+                "or LangGraph's InMemorySaver)"
+            )
+        if snapshot_every < 1:
+            raise ConfigError("TrajectorySaver(snapshot_every=...) must be at least 1")
+        self.path = Path(path)
+        """The database file."""
+        self.durability: Durability = durability
+        """``normal`` or ``full``."""
+        self.snapshot_every = snapshot_every
+        """Full list snapshot every this many versions."""
+        self._store = Store(self.path, durability)
+
+    def __repr__(self) -> str:
+        return f"TrajectorySaver({str(self.path)!r}, durability={self.durability!r})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close connections and worker threads (the saver reopens them if used again)."""
+        self._store.close()
+
+    def __enter__(self) -> TrajectorySaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> TrajectorySaver:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.close)
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._store.executor(), partial(fn, *args, **kwargs))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint named by ``config`` (the latest of its thread without an id)."""
+        conf = config["configurable"]
+        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+        with self._store.read() as conn:
+            if checkpoint_id:
+                row = conn.execute(
+                    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = ? "
+                    "AND checkpoint_ns = ? AND checkpoint_id = ?",
+                    (thread_id, ns, checkpoint_id),
+                ).fetchone()
+            else:
+                row = conn.execute(
+                    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = ? "
+                    "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
+                    (thread_id, ns),
+                ).fetchone()
+            if row is None:
+                return None
+            return materialize(conn, [row], self.serde)[0]
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints matching ``config``/``filter``, newest first.
+
+        ``filter`` keys must be identifiers (letters, digits, ``_``); they match top-level
+        metadata keys.
+        """
+        for page in self._pages(config, filter, before, limit):
+            yield from page
+
+    def _pages(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Iterator[list[CheckpointTuple]]:
+        where, params = _where(config, filter, before)
+        sql = f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints {where} ORDER BY checkpoint_id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._store.read() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        for start in range(0, len(rows), _PAGE):
+            with self._store.read() as conn:
+                yield materialize(conn, rows[start : start + _PAGE], self.serde)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async :meth:`get_tuple` (runs in a worker thread)."""
+        return await self._run(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async :meth:`list`: pages are fetched in a worker thread."""
+        pages = await self._run(self._pages, config, filter, before, limit)
+        while (page := await self._run(next, pages, None)) is not None:
+            for item in page:
+                yield item
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint; only channels in ``new_versions`` get new value rows."""
+        conf = config["configurable"]
+        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
+        merged = dict(get_checkpoint_metadata(config, metadata))
+        merged.pop("writes", None)
+        put_checkpoint(
+            self._store,
+            self.serde,
+            thread_id=thread_id,
+            ns=ns,
+            parent_id=conf.get("checkpoint_id"),
+            checkpoint=checkpoint,
+            metadata=strip_secrets(merged),
+            new_versions=new_versions,
+            snapshot_every=self.snapshot_every,
+        )
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes for the checkpoint in ``config``."""
+        conf = config["configurable"]
+        put_writes(
+            self._store,
+            self.serde,
+            thread_id=str(conf["thread_id"]),
+            ns=conf.get("checkpoint_ns", ""),
+            checkpoint_id=conf["checkpoint_id"],
+            writes=writes,
+            task_id=task_id,
+            task_path=task_path,
+        )
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async :meth:`put` (runs in a worker thread)."""
+        return await self._run(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async :meth:`put_writes` (runs in a worker thread)."""
+        await self._run(self.put_writes, config, writes, task_id, task_path)
+
+    def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
+        """``"<32-digit counter>.<random>"``: increasing, and distinct across forks."""
+        if current is None:
+            number = 0
+        elif isinstance(current, str):
+            number = int(current.split(".", 1)[0])
+        else:
+            number = int(current)
+        return f"{number + 1:032}.{random.random():016}"
+
+    # -- deleting, copying, pruning ------------------------------------------------------
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write, blob and trajectory row of ``thread_id``."""
+        with self._store.write() as conn:
+            _retention.delete_threads(conn, [str(thread_id)])
+        self._store.forget({str(thread_id)})
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose metadata ``run_id`` is listed."""
+        if not run_ids:
+            return
+        with self._store.write() as conn:
+            threads = _retention.delete_runs(conn, self.serde, [str(r) for r in run_ids])
+        self._store.forget(threads)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy all of ``source_thread_id`` (checkpoints, writes, values) to a new thread."""
+        with self._store.write() as conn:
+            _retention.copy_thread(conn, str(source_thread_id), str(target_thread_id))
+        self._store.forget({str(target_thread_id)})
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep each namespace's newest checkpoint; ``delete``: drop all."""
+        ids = [str(t) for t in thread_ids]
+        if not ids:
+            return
+        if strategy == "delete":
+            with self._store.write() as conn:
+                _retention.delete_threads(conn, ids)
+        elif strategy == "keep_latest":
+            self.prune_keep_last(1, ids)
+        else:
+            raise ConfigError(f"prune(strategy={strategy!r}): use 'keep_latest' or 'delete'")
+        self._store.forget(set(ids))
+
+    def prune_keep_last(self, keep: int, thread_ids: Sequence[str] | None = None) -> int:
+        """Keep the ``keep`` newest checkpoints per thread/namespace (all threads if ``None``).
+
+        Returns the number of checkpoints deleted.
+        """
+        if keep < 1:
+            raise ConfigError(f"prune_keep_last(keep={keep}): keep at least 1 checkpoint")
+        with self._store.write() as conn:
+            deleted = _retention.keep_last(conn, self.serde, keep, thread_ids)
+        self._store.forget(None if thread_ids is None else set(thread_ids))
+        return deleted
+
+    def prune_older_than(
+        self,
+        age: timedelta | float,
+        thread_ids: Sequence[str] | None = None,
+        *,
+        keep_latest: bool = True,
+    ) -> int:
+        """Delete checkpoints older than ``age`` (a timedelta, or days).
+
+        With ``keep_latest`` (the default) each thread's newest checkpoint stays so the
+        thread can still be resumed. Returns the number of checkpoints deleted.
+        """
+        delta = age if isinstance(age, timedelta) else timedelta(days=float(age))
+        cutoff = (datetime.now(UTC) - delta).isoformat()
+        with self._store.write() as conn:
+            deleted = _retention.delete_older_than(
+                conn, self.serde, cutoff, thread_ids, keep_latest
+            )
+        self._store.forget(None if thread_ids is None else set(thread_ids))
+        return deleted
+
+    def vacuum(self) -> None:
+        """Compact the file (``VACUUM``) and truncate the write-ahead log."""
+        with self._store.autocommit() as conn:
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async :meth:`delete_thread`."""
+        await self._run(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async :meth:`delete_for_runs`."""
+        await self._run(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async :meth:`copy_thread`."""
+        await self._run(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Async :meth:`prune`."""
+        await self._run(self.prune, thread_ids, strategy=strategy)
+
+
+def _where(
+    config: RunnableConfig | None,
+    filter: dict[str, Any] | None,
+    before: RunnableConfig | None,
+) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if config is not None:
+        conf = config["configurable"]
+        clauses.append("thread_id = ?")
+        params.append(str(conf["thread_id"]))
+        if (ns := conf.get("checkpoint_ns")) is not None:
+            clauses.append("checkpoint_ns = ?")
+            params.append(ns)
+        if checkpoint_id := get_checkpoint_id(config):
+            clauses.append("checkpoint_id = ?")
+            params.append(checkpoint_id)
+    for key, value in (filter or {}).items():
+        if not isinstance(key, str) or not _FILTER_KEY.match(key):
+            raise ConfigError(
+                f"invalid metadata filter key {key!r}: use a plain identifier (letters, "
+                "digits and '_', not starting with a digit)"
+            )
+        path = f'$."{key}"'
+        if value is None:
+            clauses.append("json_extract(metadata, ?) IS NULL")
+            params.append(path)
+        elif isinstance(value, bool):
+            clauses.append("json_extract(metadata, ?) = ?")
+            params.extend((path, int(value)))
+        elif isinstance(value, (int, float, str)):
+            clauses.append("json_extract(metadata, ?) = ?")
+            params.extend((path, value))
+        else:
+            clauses.append("json_extract(metadata, ?) = json(?)")
+            params.extend((path, _json_text(value)))
+    if before is not None and (before_id := get_checkpoint_id(before)):
+        clauses.append("checkpoint_id < ?")
+        params.append(before_id)
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str)
