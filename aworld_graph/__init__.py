@@ -17,8 +17,19 @@ from .errors import (
     RuntimeFailure,
 )
 from .model import ChatModel, ModelResponse, OpenAIModel
+from .nodes import Critic, Human, Node
 from .runner import Runners
 from .state import SwarmState
+from .swarm import (
+    Edge,
+    GraphBuildType,
+    HandoffSwarm,
+    HybridSwarm,
+    Swarm,
+    TeamSwarm,
+    WorkflowSwarm,
+    edge,
+)
 from .task import Task, TaskResponse
 from .tools import Tool, tool
 
@@ -28,6 +39,17 @@ __all__ = [
     "AgentConfig",
     "ChatModel",
     "ConfigError",
+    "Critic",
+    "Edge",
+    "GraphBuildType",
+    "HandoffSwarm",
+    "Human",
+    "HybridSwarm",
+    "Node",
+    "Swarm",
+    "TeamSwarm",
+    "WorkflowSwarm",
+    "edge",
     "DefinitionError",
     "ModelError",
     "ModelResponse",

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -18,11 +19,12 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END
 
 from .agent import Agent, tools_node_name
+from .errors import DefinitionError
 from .model import ChatModel, ModelResponse, resolve_model
 from .state import Message, SwarmState
 from .tools import Tool, ToolOutcome, ToolProvider, ToolSpec, as_tools, truncate_for_model
 
-__all__ = ["AgentRuntime"]
+__all__ = ["AgentRuntime", "GraphTool", "public_messages"]
 
 NUDGE = "Reply with the final answer only."
 
@@ -42,9 +44,30 @@ def _emit(event: dict[str, Any]) -> None:
         pass
 
 
-def _last_assistant(messages: list[Message]) -> Message | None:
+@dataclass(kw_only=True)
+class GraphTool:
+    """A tool the graph itself handles: a handoff to another agent, or a delegation."""
+
+    spec: ToolSpec
+    """What the model sees."""
+    target: str
+    """The agent (or node) the call goes to."""
+    kind: str
+    """``handoff`` (control passes to ``target``) or ``delegate`` (``target`` runs and reports)."""
+    run: Callable[[str, RunnableConfig, str], Awaitable[dict[str, Any]]] | None = None
+    """For delegations: ``run(request, config, call_id)`` → ``{"answer", "trace", "thread_id"}``."""
+
+
+def public_messages(messages: list[Message]) -> list[Message]:
+    """Messages without the bookkeeping keys (``_agent``, ``_turn``, ``_error``)."""
+    return [{k: v for k, v in m.items() if not k.startswith("_")} for m in messages]
+
+
+def _last_assistant(messages: list[Message], agent: str | None = None) -> Message | None:
     for message in reversed(messages):
-        if message.get("role") == "assistant":
+        if message.get("role") == "assistant" and (
+            agent is None or message.get("_agent", agent) == agent
+        ):
             return message
     return None
 
@@ -103,31 +126,51 @@ def _assistant_message(response: ModelResponse) -> Message:
 
 
 class AgentRuntime:
-    """An :class:`Agent` made ready to run: its model resolved, its tools gathered."""
+    """An :class:`Agent` made ready to run: its model resolved, its tools gathered.
 
-    def __init__(self, agent: Agent, *, extra_tools: list[ToolSpec] | None = None) -> None:
+    ``private=True`` (workflow swarms) gives each turn of the agent its own conversation that
+    starts from the task input plus the outputs of earlier nodes; otherwise (single agents,
+    handoff swarms) agents share one conversation.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        private: bool = False,
+        graph_tools: list[GraphTool] | None = None,
+    ) -> None:
         self.agent = agent
         self.name = agent.name
+        self.private = private
         self.tools_node = tools_node_name(agent.name)
         self.model: ChatModel = agent.model or resolve_model(agent.conf)
         self.local_tools: dict[str, Tool] = {t.name: t for t in as_tools(agent.tools)}
-        self.extra_specs = list(extra_tools or [])
-        """Tool specs handled by the graph itself (handoffs, delegation)."""
+        self.graph_tools: dict[str, GraphTool] = {g.spec.name: g for g in graph_tools or []}
+        clash = set(self.local_tools) & set(self.graph_tools)
+        if clash:
+            raise DefinitionError(
+                f"agent {self.name!r}: tool name(s) {sorted(clash)} are also handoff/delegate tools; rename the tool"
+            )
         self.provider: ToolProvider | None = agent.tool_provider
         self._specs: list[ToolSpec] | None = None
 
     # -- tools --------------------------------------------------------------------------------
     def _ensure_provider(self) -> ToolProvider | None:
         if self.provider is None and self.agent.mcp_config is not None:
-            from .environment import tool_provider  # the MCP environment, built lazily
+            from .environment import Sandbox  # the MCP environment, built lazily
 
-            self.provider = tool_provider(self.agent.mcp_config, self.agent.mcp_servers)
+            self.provider = Sandbox(
+                mcp_config=self.agent.mcp_config, mcp_servers=self.agent.mcp_servers
+            )
         return self.provider
 
     async def specs(self) -> list[ToolSpec]:
         """Every tool this agent offers the model (local, environment, graph-handled)."""
         if self._specs is None:
-            specs = [t.spec for t in self.local_tools.values()] + self.extra_specs
+            specs = [t.spec for t in self.local_tools.values()] + [
+                g.spec for g in self.graph_tools.values()
+            ]
             provider = self._ensure_provider()
             if provider is not None:
                 specs += await provider.tool_specs()
@@ -147,6 +190,35 @@ class AgentRuntime:
             is_error=True,
         )
 
+    # -- turns --------------------------------------------------------------------------------
+    def _turn(self, messages: list[Message]) -> tuple[str, bool]:
+        """This agent's current turn id, and whether it is a new turn."""
+        mine = [m for m in messages if m.get("_agent") == self.name]
+        if mine and mine[-1].get("role") == "tool":
+            return str(mine[-1].get("_turn")), False
+        turns = {m.get("_turn") for m in mine}
+        return f"{self.name}#{len(turns) + 1}", True
+
+    def turn_input(self, state: SwarmState) -> str:
+        """What a private turn starts from: the task, earlier outputs, critic feedback."""
+        parts = [str(state.get("input", ""))]
+        outputs = {k: v for k, v in (state.get("outputs") or {}).items() if k != self.name}
+        if outputs:
+            parts.append(
+                "Results from earlier steps:\n"
+                + "\n".join(f"[{k}]\n{v}" for k, v in outputs.items())
+            )
+        critiques = [r for r in state.get("rewards", []) if r.get("judged") == self.name]
+        if critiques and critiques[-1].get("status") == "retry":
+            c = critiques[-1]
+            previous = (state.get("outputs") or {}).get(self.name, "")
+            parts.append(
+                f"Your previous answer:\n{previous}\n"
+                f"Feedback from {c.get('source')} (score {c.get('score')}): {c.get('feedback')}\n"
+                "Write an improved answer."
+            )
+        return "\n\n".join(p for p in parts if p)
+
     # -- the LLM node -------------------------------------------------------------------------
     def _llm_calls(self, state: SwarmState) -> int:
         return sum(
@@ -155,15 +227,17 @@ class AgentRuntime:
             if r.get("agent") == self.name and r.get("kind") == "llm"
         )
 
+    def _limit(self, state: SwarmState, config: RunnableConfig) -> str | None:
+        if self._llm_calls(state) >= self.agent.max_steps:
+            return f"agent {self.name!r} made {self.agent.max_steps} LLM calls (its max_steps) without a final answer"
+        if state.get("steps", 0) >= _max_steps(config):
+            return f"the task reached max_steps={_max_steps(config)} before an answer"
+        return None
+
     async def llm_node(self, state: SwarmState, config: RunnableConfig) -> dict[str, Any]:
         """One model call; appends the assistant message and a trace record."""
         step = _step(config)
-        steps = state.get("steps", 0)
-        limit = None
-        if self._llm_calls(state) >= self.agent.max_steps:
-            limit = f"agent {self.name!r} made {self.agent.max_steps} LLM calls (its max_steps) without a final answer"
-        elif steps >= _max_steps(config):
-            limit = f"the task reached max_steps={_max_steps(config)} before an answer"
+        limit = self._limit(state, config)
         if limit is not None:
             return {
                 "status": "max_steps",
@@ -178,19 +252,34 @@ class AgentRuntime:
                 },
             }
         history = state.get("messages", [])
+        turn, new_turn = self._turn(history)
+        added: list[Message] = []
+        if self.private:
+            if new_turn:
+                added.append(
+                    {
+                        "role": "user",
+                        "content": self.turn_input(state),
+                        "_agent": self.name,
+                        "_turn": turn,
+                    }
+                )
+            conversation = [m for m in history if m.get("_turn") == turn] + added
+        else:
+            conversation = history
         prompt: list[Message] = [{"role": "system", "content": self.agent.system_prompt}]
         for demo in self.agent.demos:
             prompt += [
                 {"role": "user", "content": demo["input"]},
                 {"role": "assistant", "content": demo["output"]},
             ]
+        conversation = public_messages(conversation)
         text_mode = self.model.profile.tool_results == "text"
-        prompt += render_as_text(history) if text_mode else history
+        prompt += render_as_text(conversation) if text_mode else conversation
         specs = await self.specs()
-        offer = bool(specs) and not (text_mode and _tool_used_this_turn(history))
-        stream = bool((config.get("configurable") or {}).get("stream_tokens"))
+        offer = bool(specs) and not (text_mode and _tool_used_this_turn(conversation))
         on_token: Callable[[str], None] | None = None
-        if stream:
+        if (config.get("configurable") or {}).get("stream_tokens"):
 
             def on_token(text: str) -> None:
                 _emit({"event": "token", "agent": self.name, "text": text})
@@ -201,19 +290,21 @@ class AgentRuntime:
             tool_choice=self.model.profile.tool_choice if offer else None,
             on_token=on_token,
         )
-        message = _assistant_message(response)
+        message = {**_assistant_message(response), "_agent": self.name, "_turn": turn}
         record = {
             "kind": "llm",
             "node": self.name,
             "agent": self.name,
             "step": step,
+            "turn": turn,
             "model": response.model or self.model.name,
             "usage": response.usage.as_dict(),
             "latency_ms": round(response.latency_ms, 3),
             "finish_reason": response.finish_reason,
             "content": response.content,
             "tool_calls": [c.as_dict() for c in response.tool_calls],
-            "n_messages": len(history),
+            "n_messages": len(history) + len(added),
+            "prompt_turn": turn if self.private else None,
             "raw": response.raw,
         }
         _emit(
@@ -227,31 +318,45 @@ class AgentRuntime:
             }
         )
         update: dict[str, Any] = {
-            "messages": [message],
+            "messages": added + [message],
             "trace": record,
-            "steps": steps + 1,
+            "steps": 1,
             "active_agent": self.name,
         }
         if not response.tool_calls:
             update["answer"] = response.content
+            update["outputs"] = {self.name: response.content}
             update["status"] = "finished"
             _emit({"event": "answer", "agent": self.name, "content": response.content})
         return update
 
     def route_after_llm(
-        self, next_after_answer: Callable[[SwarmState], str] | str = END
-    ) -> Callable[[SwarmState], str]:
+        self, next_after_answer: Callable[[SwarmState], Any] | str = END
+    ) -> Callable[[SwarmState], Any]:
         """Routing function: to the tools node on tool calls, else onwards."""
 
-        def route(state: SwarmState) -> str:
+        def route(state: SwarmState) -> Any:
             if state.get("status") in ("max_steps", "error"):
                 return END
-            last = _last_assistant(state.get("messages", []))
+            last = _last_assistant(state.get("messages", []), self.name)
             if last is not None and last.get("tool_calls"):
                 return self.tools_node
             return next_after_answer(state) if callable(next_after_answer) else next_after_answer
 
         return route
+
+    def route_after_tools(self, state: SwarmState) -> str:
+        """Back to this agent, or to the agent a handoff named."""
+        active = state.get("active_agent")
+        return (
+            active
+            if active and active != self.name and active in self.handoff_targets
+            else self.name
+        )
+
+    @property
+    def handoff_targets(self) -> set[str]:
+        return {g.target for g in self.graph_tools.values() if g.kind == "handoff"}
 
     # -- the tools node -----------------------------------------------------------------------
     def _previous_result(
@@ -275,12 +380,13 @@ class AgentRuntime:
         return None
 
     async def _run_call(
-        self, tc: dict[str, Any], messages: list[Message], exclude: set[str]
+        self, tc: dict[str, Any], messages: list[Message], exclude: set[str], config: RunnableConfig
     ) -> dict[str, Any]:
         fn = tc.get("function", {})
         name, raw_args = fn.get("name", ""), fn.get("arguments") or "{}"
         base = {"tool_call_id": tc.get("id"), "name": name, "arguments": raw_args, "server": None}
-        if self.model.profile.repeat_guard:
+        graph_tool = self.graph_tools.get(name)
+        if graph_tool is None and self.model.profile.repeat_guard:
             previous = self._previous_result(messages, name, raw_args, exclude)
             if previous is not None:
                 content = (
@@ -312,6 +418,31 @@ class AgentRuntime:
                 "duration_ms": 0.0,
             }
         started = time.perf_counter()
+        if graph_tool is not None and graph_tool.kind == "handoff":
+            return {
+                **base,
+                "content": f"Transferred to {graph_tool.target}.",
+                "result": None,
+                "is_error": False,
+                "handoff": graph_tool.target,
+                "duration_ms": 0.0,
+            }
+        if graph_tool is not None and graph_tool.run is not None:
+            request = str(
+                arguments.get("request") or arguments.get("task") or json.dumps(arguments)
+            )
+            sub = await graph_tool.run(request, config, str(tc.get("id")))
+            answer = sub.get("answer") or sub.get("msg") or ""
+            return {
+                **base,
+                "content": truncate_for_model(str(answer)),
+                "result": answer,
+                "is_error": not sub.get("success", True),
+                "delegate": graph_tool.target,
+                "thread_id": sub.get("thread_id"),
+                "sub_trace": sub.get("trace", []),
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+            }
         outcome = await self.call_tool(name, arguments)
         duration = outcome.duration_ms or (time.perf_counter() - started) * 1000
         return {
@@ -324,22 +455,43 @@ class AgentRuntime:
         }
 
     async def tools_node_fn(self, state: SwarmState, config: RunnableConfig) -> dict[str, Any]:
-        """Run every tool call of the last assistant message; one tool message per call."""
+        """Run every tool call of this agent's last message; one tool message per call.
+
+        A handoff among the calls passes control on; only the first handoff counts, and every
+        call – handoff or not – gets its tool message, so no call is left dangling.
+        """
         messages = state.get("messages", [])
-        last = _last_assistant(messages) or {}
+        last = _last_assistant(messages, self.name) or {}
+        turn = last.get("_turn")
         calls = list(last.get("tool_calls") or [])
         exclude = {tc.get("id") for tc in calls}
-        results = await asyncio.gather(*(self._run_call(tc, messages, exclude) for tc in calls))
+        results = list(
+            await asyncio.gather(*(self._run_call(tc, messages, exclude, config) for tc in calls))
+        )
+        handoff: str | None = None
+        for r in results:
+            if r.get("handoff"):
+                if handoff is None:
+                    handoff = r["handoff"]
+                else:
+                    r["content"] = (
+                        f"Ignored: control already passed to {handoff}; hand off to one agent at a time."
+                    )
+                    r["handoff"] = None
         tool_messages: list[Message] = []
+        sub_trace: list[dict[str, Any]] = []
         for r in results:
             msg: Message = {
                 "role": "tool",
                 "tool_call_id": r["tool_call_id"],
                 "content": r["content"],
+                "_agent": self.name,
+                "_turn": turn,
             }
             if r["is_error"]:
                 msg["_error"] = True
             tool_messages.append(msg)
+            sub_trace += r.pop("sub_trace", None) or []
             _emit(
                 {
                     "event": "tool_call",
@@ -357,9 +509,18 @@ class AgentRuntime:
             "node": self.tools_node,
             "agent": self.name,
             "step": _step(config),
-            "tool_results": list(results),
+            "turn": turn,
+            "tool_results": results,
         }
-        return {"messages": tool_messages, "trace": record, "steps": state.get("steps", 0) + 1}
+        update: dict[str, Any] = {
+            "messages": tool_messages,
+            "trace": [record, *sub_trace],
+            "steps": 1,
+        }
+        if handoff is not None:
+            update["active_agent"] = handoff
+            _emit({"event": "handoff", "from": self.name, "to": handoff})
+        return update
 
 
 def _canonical(arguments: str) -> str:

@@ -8,6 +8,7 @@ checkpointer and builds the :class:`~aworld_graph.task.TaskResponse`.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,11 +19,12 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from .config import TaskConfig
 from .graph import BuiltGraph, built
 from .task import Task, TaskResponse
 from .trajectory import build_trajectory, usage_of
 
-__all__ = ["drive", "open_graph", "close_graph", "run_config"]
+__all__ = ["close_graph", "drive", "open_graph", "run_config", "sub_run"]
 
 EventSink = Callable[[dict[str, Any]], None]
 
@@ -49,15 +51,16 @@ async def close_graph(graph: BuiltGraph) -> None:
 def run_config(task: Task, graph: BuiltGraph) -> RunnableConfig:
     """The LangGraph config of a task's run: its thread, limits and metadata."""
     meta = {k: v for k, v in graph.info.items() if isinstance(v, (str, int, float, bool))}
+    max_steps = int(graph.info.get("max_steps") or task.conf.max_steps)
     meta.update({"task_id": task.id, "task_name": task.name, "session_id": task.session_id})
     meta.update({k: v for k, v in task.metadata.items() if isinstance(v, (str, int, float, bool))})
     return {
         "configurable": {
             "thread_id": task.id,
-            "max_steps": task.conf.max_steps,
+            "max_steps": max_steps,
             "stream_tokens": task.conf.stream,
         },
-        "recursion_limit": task.conf.max_steps * 2 + 10,
+        "recursion_limit": max_steps * 3 + 10,
         "metadata": meta,
     }
 
@@ -162,6 +165,30 @@ async def respond(
     )
 
 
+async def _session_state(
+    compiled: CompiledStateGraph[Any, Any, Any, Any], checkpointer: BaseCheckpointSaver[Any] | None, task: Task
+) -> dict[str, Any]:
+    """What the latest earlier task of the same session leaves for this one: the conversation,
+    the active agent and the context (so a handoff swarm keeps talking to the same agent)."""
+    if checkpointer is None:
+        return {}
+    latest: tuple[str, str] | None = None
+    async for tup in checkpointer.alist(None, filter={"session_id": task.session_id}):
+        thread = tup.config["configurable"]["thread_id"]
+        if thread != task.id and tup.config["configurable"].get("checkpoint_ns", "") == "":
+            if latest is None or tup.checkpoint["ts"] > latest[1]:
+                latest = (thread, tup.checkpoint["ts"])
+    if latest is None:
+        return {}
+    snapshot = await compiled.aget_state({"configurable": {"thread_id": latest[0]}})
+    values = snapshot.values or {}
+    return {
+        "messages": [m for m in values.get("messages", []) if not m.get("_turn") or m.get("role") == "assistant" and not m.get("tool_calls")],
+        "active_agent": values.get("active_agent"),
+        "context": values.get("context") or {},
+    }
+
+
 async def drive(
     task: Task,
     graph: BuiltGraph,
@@ -181,11 +208,13 @@ async def drive(
     if resume is not None:
         payload = Command(resume=resume)
     elif fresh:
+        previous = await _session_state(compiled, checkpointer, task) if task.session_id else {}
         payload = {
-            "messages": [{"role": "user", "content": task.input}],
+            "messages": [*previous.get("messages", []), {"role": "user", "content": task.input}],
             "input": task.input,
             "status": "running",
-            "active_agent": graph.entry,
+            "active_agent": previous.get("active_agent") or graph.entry,
+            "context": previous.get("context", {}),
             "steps": 0,
         }
     else:
@@ -234,3 +263,47 @@ def _forward(mode: str, chunk: Any, events: EventSink) -> None:
             )
         else:
             events({"event": "node_start", "node": chunk.get("name")})
+
+
+async def sub_run(source: Any, request: str, config: RunnableConfig, key: str) -> dict[str, Any]:
+    """Run ``source`` (a delegated member or a nested swarm) as its own checkpointed thread.
+
+    The thread id is ``<parent thread>.<key>``, derived from the parent's tool call or turn, so
+    when the parent is resumed a finished sub-run is read back instead of run again. The sub-run
+    starts in a fresh context so LangGraph treats it as a run of its own, not a subgraph.
+    """
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from .graph import as_source
+
+    configurable = config.get("configurable") or {}
+    saver = configurable.get("__pregel_checkpointer")
+    if not isinstance(saver, BaseCheckpointSaver):
+        saver = InMemorySaver()
+    source = as_source(source)
+    task = Task(
+        input=request,
+        swarm=source,
+        id=f"{configurable.get('thread_id', 'run')}.{key}",
+        conf=TaskConfig(max_steps=int(configurable.get("max_steps", 50))),
+    )
+
+    async def go() -> TaskResponse:
+        graph = open_graph(task)
+        try:
+            return (await drive(task, graph, saver))[0]
+        finally:
+            await close_graph(graph)
+
+    response = await asyncio.get_running_loop().create_task(go(), context=contextvars.Context())
+    trace = [
+        {**r, "thread_id": task.id, "parent_node": key.split(".")[0]}
+        for r in response.state.get("trace", [])
+    ]
+    return {
+        "answer": response.answer,
+        "success": response.success,
+        "msg": response.msg,
+        "thread_id": task.id,
+        "trace": trace,
+    }

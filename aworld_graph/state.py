@@ -6,6 +6,9 @@ never needs pickle and any SQLite client can read it. Append-only channels (``me
 version of such a list as a delta against the previous one, so a long conversation costs O(n)
 storage. (LangGraph's own ``DeltaChannel`` is not used: it turns message dicts into LangChain
 message objects, and the state is meant to stay plain OpenAI-format data.)
+
+Single-value channels take the last write, so parallel branches of a workflow may write them
+in the same superstep; ``steps`` adds increments.
 """
 
 from __future__ import annotations
@@ -15,15 +18,15 @@ from typing import Annotated, Any, NotRequired, TypedDict
 __all__ = ["SwarmState", "Message", "TraceRecord", "Reward", "STATE_KEYS"]
 
 Message = dict[str, Any]
-"""A chat message in the OpenAI format (``role``, ``content``, ``tool_calls``, ``tool_call_id``,
-``name``)."""
+"""A chat message in the OpenAI format (``role``, ``content``, ``tool_calls``, ``tool_call_id``),
+plus bookkeeping keys starting with ``_`` (``_agent``, ``_turn``) that never reach a model."""
 
 TraceRecord = dict[str, Any]
-"""What one node execution did: ``{"node", "agent", "kind": "llm"|"tools"|..., "step",
+"""What one node execution did: ``{"node", "agent", "kind": "llm"|"tools"|"critic"|..., "step",
 "usage", "latency_ms", "model", "tool_calls", "tool_results", "error", ...}``."""
 
 Reward = dict[str, Any]
-"""A reward attached to a step: ``{"step", "score", "status", "source", "feedback"}``."""
+"""A reward attached to a step: ``{"step", "score", "status", "source", "feedback", "judged"}``."""
 
 
 def extend(current: list[Any] | None, update: Any) -> list[Any]:
@@ -36,8 +39,18 @@ def extend(current: list[Any] | None, update: Any) -> list[Any]:
     return out
 
 
+def last(current: Any, update: Any) -> Any:
+    """Reducer for single values: the last write wins (parallel branches may both write)."""
+    return update
+
+
+def add(current: int | None, update: int | None) -> int:
+    """Reducer for counters: writes are increments."""
+    return (current or 0) + (update or 0)
+
+
 def merge(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any]:
-    """Reducer for ``context``: shallow dict merge, later writes win."""
+    """Reducer for dicts: shallow merge, later writes win."""
     return {**(current or {}), **(update or {})}
 
 
@@ -49,19 +62,21 @@ class SwarmState(TypedDict):
     trace: Annotated[list[TraceRecord], extend]
     """One record per node execution (LLM call, tool execution, critic verdict…)."""
     rewards: Annotated[list[Reward], extend]
-    """Rewards and scores attached to steps (critics, ``Runners.step`` callers, reward fns)."""
-    active_agent: NotRequired[str]
+    """Rewards and scores attached to steps (critics, ``Runners.reward``, reward functions)."""
+    active_agent: NotRequired[Annotated[str, last]]
     """Name of the agent that holds control (handoff swarms)."""
-    answer: NotRequired[str | None]
-    """The final answer once an agent has given one."""
-    input: NotRequired[str]
+    answer: NotRequired[Annotated[str | None, last]]
+    """The latest final answer given by any agent."""
+    outputs: NotRequired[Annotated[dict[str, Any], merge]]
+    """Each node's latest output by node name (parallel branches merge here)."""
+    input: NotRequired[Annotated[str, last]]
     """The task's input text."""
-    steps: NotRequired[int]
-    """Number of node executions so far (bounds the run with ``max_steps``)."""
-    status: NotRequired[str]
+    steps: NotRequired[Annotated[int, add]]
+    """Number of node executions so far (nodes write increments; bounds ``max_steps``)."""
+    status: NotRequired[Annotated[str, last]]
     """``running`` | ``finished`` | ``max_steps`` | ``error``."""
-    error: NotRequired[str | None]
-    """Last runtime error that stopped the run, if any."""
+    error: NotRequired[Annotated[str | None, last]]
+    """Why the run stopped early, if it did."""
     context: NotRequired[Annotated[dict[str, Any], merge]]
     """User fields: anything a workflow wants to carry between nodes."""
 

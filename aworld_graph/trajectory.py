@@ -87,9 +87,12 @@ def build_trajectory(
         steps = {record.get("step")} | ({tool_record.get("step")} if tool_record else set())
         step_rewards = [r for r in rewards if r.get("step") in steps]
         n = int(record.get("n_messages", len(messages)))
-        context = [_public_message(m) for m in messages[:n]] if carry_context else []
+        seen = messages[:n]
+        if record.get("prompt_turn"):  # a private turn of a workflow agent: its own messages
+            seen = [m for m in seen if m.get("_turn") == record["prompt_turn"]]
+        context = [_public_message(m) for m in seen] if carry_context else []
         user_input = next(
-            (m.get("content") for m in reversed(messages[:n]) if m.get("role") in ("user", "tool")),
+            (m.get("content") for m in reversed(seen) if m.get("role") in ("user", "tool")),
             None,
         )
         last_step = (

@@ -123,9 +123,11 @@ def test_task_needs_exactly_one_of_agent_or_swarm() -> None:
 def test_public_surface_is_pinned() -> None:
     assert sorted(aworld_graph.__all__) == sorted(
         [
-            "AWorldGraphError", "Agent", "AgentConfig", "ChatModel", "ConfigError", "DefinitionError",
-            "ModelError", "ModelResponse", "ModelRetry", "OpenAIModel", "Runners", "RuntimeFailure",
-            "SwarmState", "Task", "TaskConfig", "TaskResponse", "TaskRunMode", "Tool", "tool",
+            "AWorldGraphError", "Agent", "AgentConfig", "ChatModel", "ConfigError", "Critic",
+            "DefinitionError", "Edge", "GraphBuildType", "HandoffSwarm", "Human", "HybridSwarm",
+            "ModelError", "ModelResponse", "ModelRetry", "Node", "OpenAIModel", "Runners",
+            "RuntimeFailure", "Swarm", "SwarmState", "Task", "TaskConfig", "TaskResponse",
+            "TaskRunMode", "TeamSwarm", "Tool", "WorkflowSwarm", "edge", "tool",
         ]
     )
     for name in aworld_graph.__all__:
