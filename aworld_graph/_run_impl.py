@@ -227,7 +227,11 @@ async def drive(
 
     async def loop() -> None:
         async for mode, chunk in compiled.astream(
-            payload, config, stream_mode=modes, interrupt_after="*" if one_step else None
+            payload,
+            config,
+            stream_mode=modes,
+            interrupt_after="*" if one_step else None,
+            durability="sync",  # a step's checkpoint is on disk before the next step starts
         ):
             if mode == "updates":
                 updates.update(chunk if isinstance(chunk, dict) else {})
