@@ -1,0 +1,65 @@
+"""``aworld-graph env serve`` and ``env tools``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+import aworld_graph.cli.env  # noqa: F401  (registers the env commands)
+from aworld_graph.cli._app import main
+from aworld_graph.environment import Sandbox
+
+from .conftest import bad
+
+CLI = "import aworld_graph.cli.env; from aworld_graph.cli._app import main; main()"
+
+
+def test_serve_help() -> None:
+    result = CliRunner().invoke(main, ["env", "serve", "--help"])
+    assert result.exit_code == 0
+    for option in ("--transport [stdio|streamable-http|sse]", "--host", "--port", "--root"):
+        assert option in result.output
+
+
+def test_env_serve_over_stdio(env_root: Path) -> None:
+    config = {
+        "mcpServers": {
+            "env": {
+                "command": sys.executable,
+                "args": ["-c", CLI, "env", "serve", "--root", str(env_root)],
+            }
+        }
+    }
+
+    async def run() -> tuple[str, str]:
+        async with Sandbox(mcp_config=config) as box:
+            sum_ = await box.call_tool("env__calculator", {"expression": "2 ** 10"})
+            text = await box.call_tool("env__read_file", {"path": "hello.txt"})
+        return sum_.content, text.content
+
+    assert asyncio.run(run()) == ("1024", "hello world\nsecond line\n")
+
+
+def test_env_tools_lists_a_config(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"bad": bad()}}))
+    result = CliRunner().invoke(main, ["env", "tools", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "bad__echo     Echo the text, ``times`` times." in lines
+    assert len(lines) == 9
+
+
+def test_env_tools_reports_a_dead_server_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.yaml"
+    path.write_text("mcpServers:\n  gone:\n    command: aworld-graph-no-such-command\n")
+    result = CliRunner().invoke(main, ["env", "tools", str(path)])
+    assert result.exit_code == 1
+    assert result.output.startswith(
+        "Error: MCP server 'gone' (stdio command 'aworld-graph-no-such-command')"
+    )
+    assert "Traceback" not in result.output
