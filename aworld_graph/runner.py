@@ -188,6 +188,48 @@ class Runners:
             await close_graph(graph)
 
     @staticmethod
+    async def fork(
+        task_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        values: dict[str, Any] | None = None,
+        new_task_id: str | None = None,
+        agent: Agent | None = None,
+        swarm: GraphSource | None = None,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
+    ) -> str:
+        """Branch run ``task_id`` at ``checkpoint_id`` (default: its latest) with edited state.
+
+        The fork is written into ``new_task_id`` (a copy of the thread) or, without it, in place
+        as a new branch of the same thread; either way the history keeps its parent links.
+        ``values`` are state updates (list channels such as ``messages`` append; ``context``
+        merges; single values are replaced). Continue with :meth:`resume` on the returned id.
+        """
+        saver = _saver(checkpointer)
+        task = _task("", agent, swarm, task_id=task_id, session_id=None, conf=None)
+        graph = open_graph(task)
+        try:
+            compiled = graph.compile(saver)
+            thread = task_id
+            if new_task_id is not None:
+                await saver.acopy_thread(task_id, new_task_id)
+                thread = new_task_id
+            config: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+            if checkpoint_id is not None:
+                config["configurable"]["checkpoint_id"] = checkpoint_id
+            snapshot = await compiled.aget_state(config)  # type: ignore[arg-type]
+            if not snapshot.values and snapshot.config is None:
+                raise DefinitionError(
+                    f"no checkpoint {checkpoint_id or '(latest)'} in thread {task_id!r}"
+                )
+            carried = {k: v for k, v in (snapshot.metadata or {}).items() if k not in ("source", "step", "parents", "writes")}
+            fork_config = {**snapshot.config, "metadata": {**carried, "forked_from": f"{task_id}@{checkpoint_id or 'latest'}"}}
+            await compiled.aupdate_state(fork_config, dict(values or {}), as_node=None)  # type: ignore[arg-type]
+            return thread
+        finally:
+            await close_graph(graph)
+
+    @staticmethod
     async def streaming_run(
         input: str,
         agent: Agent | None = None,

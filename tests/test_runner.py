@@ -136,3 +136,29 @@ def test_public_surface_is_pinned() -> None:
 
 def test_model_error_is_a_runtime_failure() -> None:
     assert issubclass(ModelError, aworld_graph.RuntimeFailure)
+
+
+async def test_fork_from_an_earlier_checkpoint_into_a_new_thread(saver: Any) -> None:
+    model = ScriptedModel([tool_call("record", {"value": "a"}), "first ending", "second ending"])
+    agent = Agent(name="worker", tools=[record], model=model)
+    original = await Runners.run("go", agent=agent, task_id="orig", checkpointer=saver)
+    after_tools = original.trajectory[0]["meta"]["checkpoint_id"]  # the checkpoint after the tool step
+    fork_id = await Runners.fork("orig", after_tools, values={"context": {"edited": True}}, new_task_id="forked", agent=agent, checkpointer=saver)
+    assert fork_id == "forked"
+    resumed = await Runners.resume("forked", agent=agent, checkpointer=saver)
+    assert resumed.answer == "second ending" and resumed.state["context"] == {"edited": True}
+    again = await Runners.resume("orig", agent=agent, checkpointer=saver)
+    assert again.answer == "first ending" and runs == ["a"]
+
+
+async def test_steps_continue_with_a_new_saver_object_on_the_same_file(tmp_path: Any) -> None:
+    from aworld_graph.checkpoint import TrajectorySaver
+
+    db = str(tmp_path / "steps.db")
+    agent = _scripted(tool_call("record", {"value": "p"}), "done")
+    task = Task(input="x", agent=agent, id="stepper", conf=TaskConfig(run_mode=TaskRunMode.INTERACTIVE))
+    finished, _, _ = await Runners.step(task, checkpointer=TrajectorySaver(db))
+    assert not finished
+    again = Task(input="x", agent=agent, id="stepper", conf=TaskConfig(run_mode=TaskRunMode.INTERACTIVE))
+    finished, observation, response = await Runners.step(again, checkpointer=TrajectorySaver(db))
+    assert "worker__tools" in observation and runs == ["p"]

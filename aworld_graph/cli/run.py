@@ -215,3 +215,98 @@ def serve(port: int | None) -> None:
     from .._local_model import serve_forever
 
     serve_forever(port)
+
+
+def _parse_set(items: tuple[str, ...]) -> dict[str, Any]:
+    """``key=value`` pairs into a state update; ``context.x=1`` sets a context field; values are
+    JSON when they parse as JSON, else strings."""
+    update: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise DefinitionError(
+                f"--set {item!r}: write KEY=VALUE, e.g. --set answer=42 or --set context.approved=true"
+            )
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        if key.startswith("context."):
+            update.setdefault("context", {})[key.split(".", 1)[1]] = value
+        elif key == "message":
+            update.setdefault("messages", []).append({"role": "user", "content": str(value)})
+        else:
+            update[key] = value
+    return update
+
+
+def _thread_of(checkpoint: str) -> str:
+    import sqlite_utils
+
+    db = sqlite_utils.Database(_db_path())
+    rows = list(
+        db.query(
+            "select thread_id from checkpoints where checkpoint_id = ? and checkpoint_ns = ''",
+            [checkpoint],
+        )
+    )
+    if not rows:
+        raise DefinitionError(
+            f"no checkpoint {checkpoint!r} in {_db_path()}; see `aworld-graph history THREAD`"
+        )
+    return str(rows[0]["thread_id"])
+
+
+@main.command()
+@click.argument("checkpoint")
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    help="State edit KEY=VALUE (repeatable): answer=…, context.x=…, message=… (adds a user message).",
+)
+@click.option(
+    "--new-thread",
+    default=None,
+    help="Write the fork into a new thread (a copy) instead of branching in place.",
+)
+@click.option(
+    "--target",
+    default=None,
+    help="MODULE:ATTRIBUTE or workflow file, if the run did not record one.",
+)
+@_db_option
+def fork(
+    checkpoint: str,
+    sets: tuple[str, ...],
+    new_thread: str | None,
+    target: str | None,
+    db: str | None,
+) -> None:
+    """Branch a run at CHECKPOINT with edited state; continue it with `aworld-graph resume`."""
+    from ..runner import Runners
+
+    saver = _saver(db)
+    thread = _thread_of(checkpoint)
+    latest = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+    target = target or (latest.metadata.get("target") if latest else None)  # type: ignore[assignment]
+    if not target:
+        raise DefinitionError(
+            f"run {thread} did not record what it ran; pass --target MODULE:ATTRIBUTE"
+        )
+    source = load_target(str(target))
+    agent = getattr(source, "agent", None)
+    forked = asyncio.run(
+        Runners.fork(
+            thread,
+            checkpoint,
+            values=_parse_set(sets),
+            new_task_id=new_thread,
+            agent=agent,
+            swarm=None if agent is not None else source,
+            checkpointer=saver,
+        )
+    )
+    click.echo(
+        f"forked {thread}@{checkpoint} into thread {forked}; continue with: aworld-graph resume {forked}"
+    )
