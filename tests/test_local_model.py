@@ -60,3 +60,39 @@ async def test_local_model_is_started_once_and_reused() -> None:
     assert _local_model._server is first and first is not None
     assert first.process is None or first.process.poll() is None
     await model.aclose()
+
+
+async def test_model_serve_is_found_through_its_state_file(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from aworld_graph import _local_model
+
+    monkeypatch.setenv("AWORLD_GRAPH_STATE_DIR", str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from aworld_graph.cli import main; main()", "model", "serve"],
+        env={**os.environ, "AWORLD_GRAPH_STATE_DIR": str(tmp_path)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        state = tmp_path / "local-model.json"
+        deadline = time.monotonic() + 120
+        while not state.exists():
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        shared_url = json.loads(state.read_text())["base_url"]
+        monkeypatch.setattr(_local_model, "_server", None)
+        model = LocalModel()
+        reply = await model.complete([{"role": "user", "content": "Hi"}])
+        assert reply.usage.total_tokens > 0
+        assert _local_model._server is not None and _local_model._server.base_url == shared_url
+        assert _local_model._server.process is None  # reused, not started here
+        await model.aclose()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    assert not (tmp_path / "local-model.json").exists()
