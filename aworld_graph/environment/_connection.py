@@ -15,6 +15,7 @@ and a new one is opened in the new loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import tempfile
@@ -36,6 +37,7 @@ from .config import HttpServerConfig, StdioServerConfig, safe_url
 
 __all__ = ["ServerConnection", "ServerUnavailable"]
 
+logger = logging.getLogger(__name__)
 CLIENT_INFO = mcp_types.Implementation(name="aworld-graph", version="0.1.0")
 CLOSE_TIMEOUT = 10.0
 """Seconds a connection may take to shut down before its owner task is cancelled outright."""
@@ -172,6 +174,7 @@ class ServerConnection:
     def mark_dropped(self) -> None:
         """The connection failed under a call: make the next call reconnect."""
         if self._live is not None:
+            logger.debug("MCP server %r dropped; the next call reconnects", self.name)
             self._live.wake.set()
 
     async def aclose(self) -> None:
@@ -211,7 +214,9 @@ class ServerConnection:
                     raise
                 if not live.ready.done():
                     live.ready.set_result(session)
+                logger.debug("MCP server %r connected (%s)", self.name, self.describe())
                 await live.wake.wait()
+                logger.debug("MCP server %r: closing its connection", self.name)
         except BaseException as exc:  # reported to the caller; the owner task itself ends quietly
             self._fail(live, exc)
             if not isinstance(exc, Exception):

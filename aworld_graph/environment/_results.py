@@ -57,7 +57,7 @@ class ArgumentChecker:
 
 
 def error_outcome(
-    message: str, *, kind: str, server: str, started: float, now: float
+    message: str, *, kind: str, server: str | None, started: float, now: float
 ) -> ToolOutcome:
     """A failed call: ``message`` for the model, ``{"error", "error_type"}`` for the trajectory."""
     return ToolOutcome(

@@ -1,9 +1,11 @@
 """``Sandbox``: an agent's environment – the MCP servers of an ``mcpServers`` config.
 
->>> sandbox = Sandbox(mcp_config={"mcpServers": {"env": {"command": "python", "args": [
-...     "-m", "aworld_graph.environment.server", "--root", "."]}}})  # doctest: +SKIP
->>> await sandbox.mcpservers.list_tools()        # OpenAI tool dicts named "env__calculator" …
->>> await sandbox.mcpservers.call_tool("env", "calculator", {"expression": "6 * 7"})
+.. code-block:: python
+
+    sandbox = Sandbox(mcp_config={"mcpServers": {"env": {
+        "command": "python", "args": ["-m", "aworld_graph.environment.server", "--root", "."]}}})
+    tools = await sandbox.mcpservers.list_tools()      # OpenAI tool dicts: "env__calculator", …
+    outcome = await sandbox.mcpservers.call_tool("env", "calculator", {"expression": "6 * 7"})
 
 Connections open on first use, stay open for the run, reopen once after a server drops, and
 close with ``async with`` (or :meth:`Sandbox.aclose`). Every call answers a
@@ -277,15 +279,11 @@ class McpServers:
         )
 
     async def aclose(self) -> None:
-        """Close every open connection (stdio server processes are stopped)."""
-        errors: list[BaseException] = []
-        for connection in self._connections.values():
-            try:
-                await connection.aclose()
-            except Exception as exc:  # close the others anyway
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+        """Close every open connection, all at once (stdio server processes are stopped)."""
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as group:
+                for connection in self._connections.values():
+                    group.start_soon(connection.aclose)
 
 
 class Sandbox:
@@ -344,7 +342,7 @@ class Sandbox:
                 f"No tool named '{name}' in this sandbox; call one of the tools offered "
                 f"(named server__tool, servers: {', '.join(self.mcpservers.names) or 'none'})",
                 kind="unknown_tool",
-                server="",
+                server=None,
                 started=started,
                 now=time.perf_counter(),
             )

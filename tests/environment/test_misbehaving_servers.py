@@ -197,6 +197,17 @@ async def test_cancelled_run_leaves_no_server_process() -> None:
     assert not alive(pids[0])
 
 
+async def test_timed_out_run_leaves_no_server_process() -> None:
+    pids: list[int] = []
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(None) as deadline:
+            async with Sandbox(mcp_config={"mcpServers": {"b": bad()}}) as box:
+                pids.append(pid_of(await box.mcpservers.call_tool("b", "pid", {})))
+                deadline.reschedule(asyncio.get_running_loop().time() + 0.2)
+                await box.mcpservers.call_tool("b", "hang", {}, timeout=60)
+    assert not alive(pids[0])
+
+
 SEED_SCRIPT = """
 import asyncio, sys
 from aworld_graph.environment import Sandbox
@@ -219,7 +230,7 @@ async def test_seed_usage_without_closing_leaves_no_server_process(tmp_path: Pat
     script = tmp_path / "seed.py"
     script.write_text(SEED_SCRIPT)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-W", "error", str(script), str(REPO / "tests/environment/bad_server.py"),
+        sys.executable, "-W", "always::ResourceWarning", str(script), str(REPO / "tests/environment/bad_server.py"),
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     out, err = await proc.communicate()
@@ -227,7 +238,8 @@ async def test_seed_usage_without_closing_leaves_no_server_process(tmp_path: Pat
     pid, count = out.decode().split()
     assert int(count) == 9
     assert not alive(int(pid))
-    assert err.decode() == ""
+    for trouble in ("Traceback", "Exception ignored", "Task was destroyed", "ResourceWarning"):
+        assert trouble not in err.decode()
 
 
 async def test_secrets_stay_out_of_everything(sandbox: Sandbox) -> None:
