@@ -1,37 +1,52 @@
 """aworld-graph: multi-agent systems as LangGraph state graphs.
 
 AWorld's public names (``Agent``, ``AgentConfig``, ``Runners``, ``Task``, ``TaskConfig``,
-``TaskRunMode``, ``TaskResponse``) over a LangGraph engine with SQLite trajectories.
+``TaskRunMode``, ``TaskResponse``, ``Swarm``, ``Sandbox``) over a LangGraph engine with
+SQLite trajectories.
+
+Names are imported on first use (PEP 562), so ``import aworld_graph.environment.server`` or
+the CLI's ``--help`` does not pay for LangGraph; ``__all__`` lists every public name.
 """
 
 from __future__ import annotations
 
-from .agent import Agent
-from .config import AgentConfig, TaskConfig, TaskRunMode
-from .errors import (
-    AWorldGraphError,
-    ConfigError,
-    DefinitionError,
-    ModelError,
-    ModelRetry,
-    RuntimeFailure,
-)
-from .model import ChatModel, ModelResponse, OpenAIModel
-from .nodes import Critic, Human, Node
-from .runner import Runners
-from .state import SwarmState
-from .swarm import (
-    Edge,
-    GraphBuildType,
-    HandoffSwarm,
-    HybridSwarm,
-    Swarm,
-    TeamSwarm,
-    WorkflowSwarm,
-    edge,
-)
-from .task import Task, TaskResponse
-from .tools import Tool, tool
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "AWorldGraphError": "errors",
+    "Agent": "agent",
+    "AgentConfig": "config",
+    "ChatModel": "model",
+    "ConfigError": "errors",
+    "Critic": "nodes",
+    "DefinitionError": "errors",
+    "Edge": "swarm",
+    "GraphBuildType": "swarm",
+    "HandoffSwarm": "swarm",
+    "Human": "nodes",
+    "HybridSwarm": "swarm",
+    "ModelError": "errors",
+    "ModelResponse": "model",
+    "ModelRetry": "errors",
+    "Node": "nodes",
+    "OpenAIModel": "model",
+    "Runners": "runner",
+    "RuntimeFailure": "errors",
+    "Sandbox": "environment",
+    "Swarm": "swarm",
+    "SwarmState": "state",
+    "Task": "task",
+    "TaskConfig": "config",
+    "TaskResponse": "task",
+    "TaskRunMode": "config",
+    "TeamSwarm": "swarm",
+    "Tool": "tools",
+    "TrajectorySaver": "checkpoint",
+    "WorkflowSwarm": "swarm",
+    "edge": "swarm",
+    "tool": "tools",
+}
 
 __all__ = [
     "AWorldGraphError",
@@ -40,28 +55,74 @@ __all__ = [
     "ChatModel",
     "ConfigError",
     "Critic",
+    "DefinitionError",
     "Edge",
     "GraphBuildType",
     "HandoffSwarm",
     "Human",
     "HybridSwarm",
-    "Node",
-    "Swarm",
-    "TeamSwarm",
-    "WorkflowSwarm",
-    "edge",
-    "DefinitionError",
     "ModelError",
     "ModelResponse",
     "ModelRetry",
+    "Node",
     "OpenAIModel",
     "Runners",
     "RuntimeFailure",
+    "Sandbox",
+    "Swarm",
     "SwarmState",
     "Task",
     "TaskConfig",
     "TaskResponse",
     "TaskRunMode",
+    "TeamSwarm",
     "Tool",
+    "TrajectorySaver",
+    "WorkflowSwarm",
+    "edge",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aworld_graph' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .checkpoint import TrajectorySaver
+    from .config import AgentConfig, TaskConfig, TaskRunMode
+    from .environment import Sandbox
+    from .errors import (
+        AWorldGraphError,
+        ConfigError,
+        DefinitionError,
+        ModelError,
+        ModelRetry,
+        RuntimeFailure,
+    )
+    from .model import ChatModel, ModelResponse, OpenAIModel
+    from .nodes import Critic, Human, Node
+    from .runner import Runners
+    from .state import SwarmState
+    from .swarm import (
+        Edge,
+        GraphBuildType,
+        HandoffSwarm,
+        HybridSwarm,
+        Swarm,
+        TeamSwarm,
+        WorkflowSwarm,
+        edge,
+    )
+    from .task import Task, TaskResponse
+    from .tools import Tool, tool

@@ -126,8 +126,8 @@ def test_public_surface_is_pinned() -> None:
             "AWorldGraphError", "Agent", "AgentConfig", "ChatModel", "ConfigError", "Critic",
             "DefinitionError", "Edge", "GraphBuildType", "HandoffSwarm", "Human", "HybridSwarm",
             "ModelError", "ModelResponse", "ModelRetry", "Node", "OpenAIModel", "Runners",
-            "RuntimeFailure", "Swarm", "SwarmState", "Task", "TaskConfig", "TaskResponse",
-            "TaskRunMode", "TeamSwarm", "Tool", "WorkflowSwarm", "edge", "tool",
+            "RuntimeFailure", "Sandbox", "Swarm", "SwarmState", "Task", "TaskConfig", "TaskResponse",
+            "TaskRunMode", "TeamSwarm", "Tool", "TrajectorySaver", "WorkflowSwarm", "edge", "tool",
         ]
     )
     for name in aworld_graph.__all__:
@@ -162,3 +162,9 @@ async def test_steps_continue_with_a_new_saver_object_on_the_same_file(tmp_path:
     again = Task(input="x", agent=agent, id="stepper", conf=TaskConfig(run_mode=TaskRunMode.INTERACTIVE))
     finished, observation, response = await Runners.step(again, checkpointer=TrajectorySaver(db))
     assert "worker__tools" in observation and runs == ["p"]
+
+
+def test_lazy_exports_match_all() -> None:
+    from aworld_graph import _EXPORTS  # type: ignore[attr-defined]
+
+    assert sorted(_EXPORTS) == aworld_graph.__all__

@@ -8,20 +8,24 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..errors import DefinitionError
-from ..graph import GraphSource, as_source
-from ..task import TaskResponse
 from ._app import main
+
+if TYPE_CHECKING:
+    from ..graph import GraphSource
+    from ..task import TaskResponse
 
 __all__ = ["load_target"]
 
 
 def load_target(target: str) -> GraphSource:
     """Import ``module:attribute`` and return it as a runnable agent or swarm."""
+    from ..graph import as_source
+
     if target.endswith((".yaml", ".yml")):
         try:
             from ..spec import load_workflow
