@@ -1,0 +1,39 @@
+"""See a swarm: its topology as Mermaid or DOT text, as an SVG/PNG picture, and as an HTML page
+with a run's path overlaid.
+
+The text forms are pure functions of the swarm; rendering pictures needs Graphviz's ``dot``
+program locally and never calls a web service.
+
+>>> print(to_mermaid(swarm))                      # doctest: +SKIP
+>>> Path("swarm.svg").write_bytes(render(swarm))  # doctest: +SKIP
+>>> Path("run.html").write_text(to_html(swarm, response))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+
+from ._run import load_run, run_path
+from ._view import as_swarm, view_of
+from .dot import render, to_dot
+from .html import to_html
+from .mermaid import to_mermaid
+
+__all__ = [
+    "load_run",
+    "render",
+    "run_path",
+    "to_dot",
+    "to_html",
+    "to_mermaid",
+    "to_networkx",
+    "view_of",
+]
+
+
+def to_networkx(swarm: Any) -> nx.DiGraph:
+    """The topology as a ``networkx.DiGraph`` (see :meth:`aworld_graph.swarm.Swarm.to_networkx`);
+    a lone ``Agent`` becomes a one-node graph."""
+    return as_swarm(swarm).to_networkx()
