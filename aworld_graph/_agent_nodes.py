@@ -305,6 +305,8 @@ class AgentRuntime:
             "tool_calls": [c.as_dict() for c in response.tool_calls],
             "n_messages": len(history) + len(added),
             "prompt_turn": turn if self.private else None,
+            "system_prompt": self.agent.system_prompt,
+            "tools": [s.openai() for s in specs] if offer else [],
             "raw": response.raw,
         }
         _emit(
