@@ -10,6 +10,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
+from aworld_graph import Swarm
 from aworld_graph.errors import ConfigError
 from aworld_graph.viz import render, to_dot, to_html, to_mermaid, to_networkx, view_of
 from aworld_graph.viz.dot import dot_text
@@ -134,3 +135,12 @@ def test_missing_graphviz_says_how_to_install(
         render(parallel(), "png")
     page = to_html(parallel())  # the page falls back to its own layout
     assert '<g id="n_plan" class="node agent root">' in page
+
+
+def test_cards_carry_the_node_card_version_from_the_swarm_info() -> None:
+    from .swarms import say
+
+    swarm = Swarm(say("a"), say("b"), info={"cards": {"a": {"version": 3, "card": "nodes/a.yaml"}}})
+    cards = {n.name: n.card for n in view_of(swarm).nodes}
+    assert cards["a"]["version"] == 3 and cards["a"]["card"] == "nodes/a.yaml"
+    assert "version" not in cards["b"] and cards["a"]["system_prompt"]
