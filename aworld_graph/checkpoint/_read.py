@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple, PendingWrite
+from langgraph.checkpoint.base import CheckpointTuple, PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ._blobs import DELTA, EMPTY, join_chain
+from ._blobs import DELTA, EMPTY, array_header, split_array
 
 try:  # orjson ships with langsmith; the stdlib parser is the fallback
     from orjson import loads as _json_loads
@@ -25,6 +25,7 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["CHECKPOINT_COLUMNS", "materialize", "load_versions"]
 
+
 CHECKPOINT_COLUMNS = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata"
 )
@@ -32,38 +33,49 @@ CHECKPOINT_COLUMNS = (
 
 CheckpointRow = tuple[str, str, str, str | None, bytes, str]
 
-_BLOBS_SQL = """
-WITH RECURSIVE need(t, ns, ch, ver) AS (
-  SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
-         json_extract(value, '$[2]'), json_extract(value, '$[3]')
-  FROM json_each(?)
-), chain(t, ns, ch, ver, kind, type, value, base, items) AS (
-  SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, b.kind, b.type, b.value,
-         b.base_version, b.items
-  FROM need JOIN checkpoint_blobs AS b
-    ON b.thread_id = need.t AND b.checkpoint_ns = need.ns
-   AND b.channel = need.ch AND b.version = need.ver
-  UNION
-  SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, b.kind, b.type, b.value,
-         b.base_version, b.items
-  FROM chain JOIN checkpoint_blobs AS b
-    ON b.thread_id = chain.t AND b.checkpoint_ns = chain.ns
-   AND b.channel = chain.ch AND b.version = chain.base
+_BLOB_COLUMNS = "b.channel, b.version, b.kind, b.type, b.value, b.base_version, b.items"
+_BLOB_MATCH = (
+    "b.thread_id = :t AND b.checkpoint_ns = :ns AND b.channel = {0}.ch AND b.version = {0}.ver"
 )
-SELECT t, ns, ch, ver, kind, type, value, base, items FROM chain
-"""
 
-_WRITES_SQL = """
-SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.channel, w.type, w.value
-FROM json_each(?) AS k JOIN checkpoint_writes AS w
-  ON w.thread_id = json_extract(k.value, '$[0]')
- AND w.checkpoint_ns = json_extract(k.value, '$[1]')
- AND w.checkpoint_id = json_extract(k.value, '$[2]')
-ORDER BY w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_path, w.task_id, w.idx
-"""
 
-BlobKey = tuple[str, str, str, str]
+def _ranges_sql(n: int) -> str:
+    """Blob rows of ``n`` channels, each within a version range ``:c{i}, :lo{i}, :hi{i}``.
+
+    Versions grow along a thread, so the versions one page of checkpoints needs of a
+    channel are (nearly) a contiguous key range: one index range scan per channel.
+    """
+    return " UNION ALL ".join(
+        f"SELECT {_BLOB_COLUMNS} FROM checkpoint_blobs AS b WHERE b.thread_id = :t "
+        f"AND b.checkpoint_ns = :ns AND b.channel = :c{i} AND b.version BETWEEN :lo{i} AND :hi{i}"
+        for i in range(n)
+    )
+
+
+def _chains_sql(n: int) -> str:
+    """The rows for ``n`` (channel, version) pairs and every row their delta chains need."""
+    values = ",".join(f"(:c{i},:v{i})" for i in range(n))
+    return (
+        f"WITH RECURSIVE want(ch, ver) AS (VALUES {values}), "
+        "chain(ch, ver) AS (SELECT ch, ver FROM want UNION "
+        "SELECT chain.ch, b.base_version FROM chain JOIN checkpoint_blobs AS b ON "
+        + _BLOB_MATCH.format("chain")
+        + " WHERE b.base_version IS NOT NULL) "
+        f"SELECT {_BLOB_COLUMNS} FROM chain JOIN checkpoint_blobs AS b ON "
+        + _BLOB_MATCH.format("chain")
+    )
+
+
+_WRITES_SQL = (
+    "SELECT checkpoint_id, task_id, channel, type, value FROM checkpoint_writes "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id BETWEEN ? AND ? "
+    "ORDER BY checkpoint_id, task_path, task_id, idx"
+)
+_CHUNK = 400
+_CHANNELS_PER_QUERY = 64
+
 ChainRow = tuple[int, str | None, bytes | None, str | None, int | None]
+"""A blob row: ``(kind, type, value, base_version, items)``."""
 
 
 def load_versions(serde: SerializerProtocol, skeleton: bytes) -> dict[str, Any]:
@@ -87,74 +99,126 @@ def materialize(
     """Full tuples (values and pending writes) for ``rows``, in the same order."""
     if not rows:
         return []
-    skeletons = [load_versions(serde, row[4]) for row in rows]
-    need: dict[BlobKey, None] = {}
-    for row, skel in zip(rows, skeletons, strict=True):
-        for ch, ver in skel["channel_versions"].items():
-            need[(row[0], row[1], ch, str(ver))] = None
-    chains = _fetch_blobs(conn, list(need)) if need else {}
-    writes = _fetch_writes(conn, rows, serde)
-    joined: dict[BlobKey, tuple[str, bytes] | None] = {}
-    out: list[CheckpointTuple] = []
-    for row, skel in zip(rows, skeletons, strict=True):
+    loads = serde.loads_typed
+    skeletons = [loads(("msgpack", row[4])) for row in rows]
+    scopes: dict[tuple[str, str], list[int]] = {}
+    for i, row in enumerate(rows):
+        scopes.setdefault((row[0], row[1]), []).append(i)
+    values: list[dict[str, Any]] = [{} for _ in rows]
+    writes: list[list[PendingWrite]] = [[] for _ in rows]
+    for (thread_id, ns), members in scopes.items():
+        need: dict[tuple[str, str], None] = {}
+        for i in members:
+            for ch, ver in skeletons[i]["channel_versions"].items():
+                need[(ch, str(ver))] = None
+        typed = _fetch_values(conn, thread_id, ns, list(need))
+        for i in members:
+            out = values[i]
+            for ch, ver in skeletons[i]["channel_versions"].items():
+                found = typed.get((ch, str(ver)))
+                if found is not None:
+                    out[ch] = loads(found)
+        ids = {rows[i][2]: i for i in members}
+        for checkpoint_id, task_id, channel, type_, value in conn.execute(
+            _WRITES_SQL, (thread_id, ns, min(ids), max(ids))
+        ):
+            i = ids.get(checkpoint_id)
+            if i is not None:
+                writes[i].append((task_id, channel, loads((type_, value))))
+    out_tuples: list[CheckpointTuple] = []
+    for i, row in enumerate(rows):
         thread_id, ns, checkpoint_id, parent_id, _, metadata = row
-        values: dict[str, Any] = {}
-        for ch, ver in skel["channel_versions"].items():
-            key = (thread_id, ns, ch, str(ver))
-            if key not in joined:
-                joined[key] = _join(chains, key)
-            typed = joined[key]
-            if typed is not None:
-                values[ch] = serde.loads_typed(typed)
+        skel = skeletons[i]
         skel["id"] = checkpoint_id
-        skel["channel_values"] = values
-        out.append(
+        skel["channel_values"] = values[i]
+        out_tuples.append(
             CheckpointTuple(
-                config=_config(thread_id, ns, checkpoint_id),
-                checkpoint=skel,  # type: ignore[arg-type]
-                metadata=_json_loads(metadata) if metadata else CheckpointMetadata(),
-                parent_config=_config(thread_id, ns, parent_id) if parent_id else None,
-                pending_writes=writes.get((thread_id, ns, checkpoint_id), []),
+                _config(thread_id, ns, checkpoint_id),
+                skel,  # type: ignore[arg-type]
+                _json_loads(metadata) if metadata else {},
+                _config(thread_id, ns, parent_id) if parent_id else None,
+                writes[i],
             )
         )
-    return out
+    return out_tuples
 
 
-def _fetch_blobs(conn: sqlite3.Connection, keys: list[BlobKey]) -> dict[BlobKey, ChainRow]:
-    found: dict[BlobKey, ChainRow] = {}
-    for t, ns, ch, ver, kind, type_, value, base, items in conn.execute(
-        _BLOBS_SQL, (json.dumps(keys),)
-    ):
-        found[(t, ns, ch, ver)] = (kind, type_, value, base, items)
-    return found
+def _fetch_values(
+    conn: sqlite3.Connection, thread_id: str, ns: str, keys: list[tuple[str, str]]
+) -> dict[tuple[str, str], tuple[str, bytes]]:
+    """Serialized values ``(type, bytes)`` of the wanted (channel, version) pairs.
 
-
-def _join(chains: dict[BlobKey, ChainRow], key: BlobKey) -> tuple[str, bytes] | None:
-    row = chains.get(key)
-    if row is None or row[0] == EMPTY:
-        return None
-    if row[0] != DELTA:
-        return row[1] or "null", row[2] or b""
-    t, ns, ch, _ = key
-    path: list[tuple[int, str | None, bytes | None, int | None]] = []
-    while row is not None:
-        path.append((row[0], row[1], row[2], row[4]))
+    Empty versions are left out. Lists stored as deltas are joined from their chains.
+    """
+    wanted = set(keys)
+    ranges: dict[str, tuple[str, str]] = {}
+    for ch, ver in keys:
+        lo, hi = ranges.get(ch, (ver, ver))
+        ranges[ch] = (min(lo, ver), max(hi, ver))
+    rows: dict[tuple[str, str], ChainRow] = {}
+    channels = list(ranges.items())
+    for start in range(0, len(channels), _CHANNELS_PER_QUERY):
+        chunk = channels[start : start + _CHANNELS_PER_QUERY]
+        params: dict[str, Any] = {"t": thread_id, "ns": ns}
+        for i, (ch, (lo, hi)) in enumerate(chunk):
+            params[f"c{i}"], params[f"lo{i}"], params[f"hi{i}"] = ch, lo, hi
+        for ch, ver, kind, type_, value, base, items in conn.execute(
+            _ranges_sql(len(chunk)), params
+        ):
+            rows[(ch, ver)] = (kind, type_, value, base, items)
+    missing = list(
+        {
+            (key[0], row[3]): None
+            for key in wanted
+            if (row := rows.get(key)) is not None
+            and row[0] == DELTA
+            and row[3] is not None
+            and (key[0], row[3]) not in rows
+        }
+    )
+    for start in range(0, len(missing), _CHUNK):
+        chunk_keys = missing[start : start + _CHUNK]
+        params = {"t": thread_id, "ns": ns}
+        for i, (ch, ver) in enumerate(chunk_keys):
+            params[f"c{i}"], params[f"v{i}"] = ch, ver
+        for ch, ver, kind, type_, value, base, items in conn.execute(
+            _chains_sql(len(chunk_keys)), params
+        ):
+            rows[(ch, ver)] = (kind, type_, value, base, items)
+    out: dict[tuple[str, str], tuple[str, bytes]] = {}
+    bodies: dict[tuple[str, str], list[bytes | memoryview]] = {}
+    for key in keys:
+        row = rows.get(key)
+        if row is None or row[0] == EMPTY:
+            continue
         if row[0] != DELTA:
-            break
-        row = chains.get((t, ns, ch, row[3] or ""))
-    if path[-1][0] == DELTA:
-        raise ValueError(f"broken delta chain for channel {ch!r} (base version missing)")
-    path.reverse()
-    return join_chain(path)
-
-
-def _fetch_writes(
-    conn: sqlite3.Connection, rows: Sequence[CheckpointRow], serde: SerializerProtocol
-) -> dict[tuple[str, str, str], list[PendingWrite]]:
-    keys = json.dumps([[r[0], r[1], r[2]] for r in rows])
-    out: dict[tuple[str, str, str], list[PendingWrite]] = {}
-    for t, ns, cid, task_id, channel, type_, value in conn.execute(_WRITES_SQL, (keys,)):
-        out.setdefault((t, ns, cid), []).append(
-            (task_id, channel, serde.loads_typed((type_, value)))
-        )
+            out[key] = (row[1] or "null", row[2] or b"")
+            continue
+        parts = _parts(rows, bodies, key)
+        out[key] = (row[1] or "msgpack", array_header(row[4] or 0) + b"".join(parts))
     return out
+
+
+def _parts(
+    rows: dict[tuple[str, str], ChainRow],
+    memo: dict[tuple[str, str], list[bytes | memoryview]],
+    key: tuple[str, str],
+) -> list[bytes | memoryview]:
+    """The array bodies a list version is made of, oldest first (memoized per version)."""
+    path: list[tuple[str, str]] = []
+    cursor: tuple[str, str] | None = key
+    while cursor is not None and cursor not in memo:
+        row = rows.get(cursor)
+        if row is None or row[2] is None:
+            raise ValueError(f"broken delta chain for channel {key[0]!r}: {cursor[1]} is missing")
+        path.append(cursor)
+        cursor = (cursor[0], row[3]) if row[0] == DELTA and row[3] is not None else None
+    parts = list(memo[cursor]) if cursor is not None else []
+    for step in reversed(path):
+        data = rows[step][2] or b""
+        split = split_array(data)
+        if split is None:
+            raise ValueError(f"corrupt list value for channel {key[0]!r} at {step[1]}")
+        parts = [*parts, memoryview(data)[split[1] :]]
+        memo[step] = parts
+    return parts

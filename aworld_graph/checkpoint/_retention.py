@@ -23,7 +23,7 @@ __all__ = [
     "collect_garbage",
 ]
 
-TABLES_BY_CHECKPOINT = ("checkpoints", "checkpoint_writes", "trajectory")
+TABLES_BY_CHECKPOINT = ("checkpoints", "checkpoint_writes")
 _ALL_TABLES = (*TABLES_BY_CHECKPOINT, "checkpoint_blobs")
 
 
@@ -73,13 +73,12 @@ def copy_thread(conn: sqlite3.Connection, source: str, target: str) -> None:
     """Copy every row of ``source`` to ``target`` (same ids, same namespaces)."""
     columns = {
         "checkpoints": "checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step, "
-        "source, created_at, checkpoint, metadata",
+        "source, created_at, checkpoint, metadata, nodes, duration_ms, changes, llm_usage, "
+        "tool_names, reward",
         "checkpoint_blobs": "checkpoint_ns, channel, version, kind, type, value, base_version, "
         "items, nbytes, digest, depth",
         "checkpoint_writes": "checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, "
         "task_path",
-        "trajectory": "checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step, nodes, "
-        "source, created_at, duration_ms, changes, llm_usage, tool_names, reward",
     }
     for table, cols in columns.items():
         conn.execute(

@@ -6,13 +6,13 @@ Tables (all readable with any SQLite client):
   checkpoint without its values (msgpack) and its metadata (JSON).
 * ``checkpoint_blobs`` — one row per channel version; append-only lists as deltas.
 * ``checkpoint_writes`` — pending writes of tasks, per checkpoint.
-* ``trajectory`` — one row per transition, plain JSON columns (see :mod:`._trajectory`).
+* ``trajectory`` — a view: one row per transition, plain JSON columns (see
+  :mod:`._trajectory`); its data lives in the ``checkpoints`` rows.
 * ``aworld_meta`` — format marker and schema version.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 from typing import Literal
@@ -25,6 +25,7 @@ __all__ = [
     "FORMAT",
     "SCHEMA_VERSION",
     "TABLES",
+    "TRAJECTORY_COLUMNS",
     "Durability",
     "connect",
     "ensure_schema",
@@ -38,7 +39,7 @@ commit is fsynced and survives power loss too."""
 
 FORMAT = "aworld-graph-checkpoints"
 SCHEMA_VERSION = 1
-TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "trajectory")
+TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 BUSY_TIMEOUT_S = 60.0
 
 
@@ -120,11 +121,41 @@ def _check_meta(conn: sqlite3.Connection, path: Path) -> None:
         )
 
 
+TRAJECTORY_COLUMNS = (
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "run_id",
+    "step",
+    "nodes",
+    "source",
+    "created_at",
+    "duration_ms",
+    "changes",
+    "llm_usage",
+    "tool_names",
+    "reward",
+)
+"""Columns of the ``trajectory`` view, in order."""
+
+
 def _create(conn: sqlite3.Connection) -> None:
     db = sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False)
     ids = {"thread_id": str, "checkpoint_ns": str}
+
+    def table(name: str, columns: dict[str, type], pk: tuple[str, ...]) -> None:
+        db[name].create(
+            columns,
+            pk=pk,
+            not_null=set(pk),
+            defaults={"checkpoint_ns": ""},
+            if_not_exists=True,
+        )
+
     db["aworld_meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
-    db["checkpoints"].create(
+    table(
+        "checkpoints",
         {
             **ids,
             "checkpoint_id": str,
@@ -135,15 +166,22 @@ def _create(conn: sqlite3.Connection) -> None:
             "created_at": str,
             "checkpoint": bytes,
             "metadata": str,
+            # the transition that produced this checkpoint (see the trajectory view)
+            "nodes": str,
+            "duration_ms": float,
+            "changes": str,
+            "llm_usage": str,
+            "tool_names": str,
+            "reward": float,
         },
-        pk=("thread_id", "checkpoint_ns", "checkpoint_id"),
-        not_null={"thread_id", "checkpoint_ns", "checkpoint_id"},
-        defaults={"checkpoint_ns": ""},
-        if_not_exists=True,
+        ("thread_id", "checkpoint_ns", "checkpoint_id"),
     )
-    db["checkpoints"].create_index(["run_id"], "checkpoints_run_id", if_not_exists=True)
-    db["checkpoints"].create_index(["created_at"], "checkpoints_created_at", if_not_exists=True)
-    db["checkpoint_blobs"].create(
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints (run_id) "
+        "WHERE run_id IS NOT NULL"
+    )
+    table(
+        "checkpoint_blobs",
         {
             **ids,
             "channel": str,
@@ -157,12 +195,10 @@ def _create(conn: sqlite3.Connection) -> None:
             "digest": bytes,
             "depth": int,
         },
-        pk=("thread_id", "checkpoint_ns", "channel", "version"),
-        not_null={"thread_id", "checkpoint_ns", "channel", "version", "kind"},
-        defaults={"checkpoint_ns": ""},
-        if_not_exists=True,
+        ("thread_id", "checkpoint_ns", "channel", "version"),
     )
-    db["checkpoint_writes"].create(
+    table(
+        "checkpoint_writes",
         {
             **ids,
             "checkpoint_id": str,
@@ -173,37 +209,17 @@ def _create(conn: sqlite3.Connection) -> None:
             "value": bytes,
             "task_path": str,
         },
-        pk=("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
-        not_null={"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel"},
-        defaults={"checkpoint_ns": "", "task_path": ""},
-        if_not_exists=True,
+        ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
     )
-    db["trajectory"].create(
-        {
-            **ids,
-            "checkpoint_id": str,
-            "parent_checkpoint_id": str,
-            "run_id": str,
-            "step": int,
-            "nodes": str,
-            "source": str,
-            "created_at": str,
-            "duration_ms": float,
-            "changes": str,
-            "llm_usage": str,
-            "tool_names": str,
-            "reward": float,
-        },
-        pk=("thread_id", "checkpoint_ns", "checkpoint_id"),
-        not_null={"thread_id", "checkpoint_ns", "checkpoint_id"},
-        defaults={"checkpoint_ns": ""},
-        if_not_exists=True,
+    db.create_view(
+        "trajectory",
+        f"SELECT {', '.join(TRAJECTORY_COLUMNS)} FROM checkpoints",
+        ignore=True,
     )
     db["aworld_meta"].insert_all(
         [
             {"key": "format", "value": FORMAT},
             {"key": "schema_version", "value": str(SCHEMA_VERSION)},
-            {"key": "created_by", "value": f"aworld-graph (pid {os.getpid()})"},
         ],
         pk="key",
         ignore=True,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 __all__ = ["REDACTED", "is_secret_key", "strip_secrets"]
@@ -32,8 +33,11 @@ _MCP_SERVER_KEYS = frozenset({"command", "args", "url", "transport"})
 
 def is_secret_key(key: object) -> bool:
     """Whether a mapping key names a credential."""
-    if not isinstance(key, str):
-        return False
+    return isinstance(key, str) and _is_secret_name(key)
+
+
+@lru_cache(maxsize=4096)
+def _is_secret_name(key: str) -> bool:
     if _SECRET_KEY.search(key):
         return True
     return bool(_TOKEN.search(key)) and not _TOKEN_COUNTER.search(key)
@@ -47,12 +51,16 @@ def strip_secrets(value: Any, _depth: int = 0) -> Any:
     if _depth > 64:
         return value
     if isinstance(value, Mapping):
-        mcp_entry = any(k in value for k in _MCP_SERVER_KEYS)
+        mcp_entry = "env" in value and any(k in value for k in _MCP_SERVER_KEYS)
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            if is_secret_key(key) or (mcp_entry and key == "env"):
+            if (isinstance(key, str) and _is_secret_name(key)) or (mcp_entry and key == "env"):
                 continue
-            out[key] = strip_secrets(item, _depth + 1)
+            out[key] = (
+                item
+                if item is None or isinstance(item, (int, float))
+                else strip_secrets(item, _depth + 1)
+            )
         return out
     if isinstance(value, list):
         return [strip_secrets(item, _depth + 1) for item in value]

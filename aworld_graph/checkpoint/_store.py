@@ -1,39 +1,46 @@
 """Connections and write transactions for one database file.
 
-Writers in this process take one lock per file (so they never spin in SQLite's busy
-handler against each other) and open ``BEGIN IMMEDIATE`` transactions; writers in other
-processes wait on SQLite's busy timeout. Readers use pooled connections without the lock
-(WAL lets them run beside a writer).
+Writes are *group-committed*: each writer queues its operation and takes the per-file
+lock; whoever gets the lock first runs every queued operation in one ``BEGIN IMMEDIATE``
+transaction (each in its own savepoint, so one failing operation does not undo the
+others) and commits once. Writers in this process therefore never spin in SQLite's busy
+handler against each other, and concurrent runs share commits; writers in other processes
+wait on SQLite's busy timeout. Readers use pooled connections without the lock (WAL lets
+them read beside a writer).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import AWorldGraphError, ConfigError
+from ..errors import ConfigError
 from ._schema import Durability, connect, database_error, ensure_schema
 
 __all__ = ["Store", "Head"]
 
-_FILE_LOCKS: dict[str, threading.Lock] = {}
+T = TypeVar("T")
+
+_FILE_LOCKS: dict[str, threading.RLock] = {}
 _FILE_LOCKS_GUARD = threading.Lock()
 _POOL_SIZE = 8
 _CACHE_SIZE = 4096
+_BATCH = 512
 
 
-def _file_lock(path: Path) -> threading.Lock:
+def _file_lock(path: Path) -> threading.RLock:
     key = os.path.realpath(path)
     with _FILE_LOCKS_GUARD:
-        return _FILE_LOCKS.setdefault(key, threading.Lock())
+        return _FILE_LOCKS.setdefault(key, threading.RLock())
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +55,38 @@ class Head:
     """Its timestamp."""
 
 
+Apply = Callable[["Store", sqlite3.Connection, list[Any]], list[Any]]
+"""Stores a list of payloads inside the open transaction; returns one result per payload."""
+
+
+@dataclass(eq=False, slots=True)
+class _Ticket:
+    """One queued write and, once committed, its outcome."""
+
+    apply: Apply
+    payload: Any
+    future: asyncio.Future[Any] | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    done: bool = False
+    result: Any = None
+    error: BaseException | None = None
+
+
+def _call_each(store: Store, conn: sqlite3.Connection, ops: list[Any]) -> list[Any]:
+    return [op(conn) for op in ops]
+
+
+def _settle(tickets: list[_Ticket]) -> None:
+    for ticket in tickets:
+        future = ticket.future
+        if future is None or future.done():
+            continue
+        if ticket.error is not None:
+            future.set_exception(ticket.error)
+        else:
+            future.set_result(ticket.result)
+
+
 @dataclass(eq=False)
 class Store:
     """Shared by a saver and its copies: the file, the connection pool, small caches."""
@@ -56,14 +95,21 @@ class Store:
     """Database file."""
     durability: Durability
     """``normal`` or ``full`` (see :data:`._schema.Durability`)."""
-    write_lock: threading.Lock = field(init=False)
+    write_lock: threading.RLock = field(init=False)
     _pool: list[sqlite3.Connection] = field(default_factory=list, init=False)
     _pool_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _ready: bool = field(default=False, init=False)
     _pid: int = field(default_factory=os.getpid, init=False)
     _executor: ThreadPoolExecutor | None = field(default=None, init=False)
+    _queue: list[_Ticket] = field(default_factory=list, init=False)
+    _queue_cond: threading.Condition = field(default_factory=threading.Condition, init=False)
+    _writer: threading.Thread | None = field(default=None, init=False)
+    _stopping: bool = field(default=False, init=False)
     heads: OrderedDict[tuple[str, str], Head] = field(default_factory=OrderedDict, init=False)
     children: OrderedDict[tuple[str, str, str], str] = field(
+        default_factory=OrderedDict, init=False
+    )
+    ran: OrderedDict[tuple[str, str, str], list[str]] = field(
         default_factory=OrderedDict, init=False
     )
 
@@ -75,7 +121,8 @@ class Store:
     def _acquire(self) -> sqlite3.Connection:
         if self._pid != os.getpid():  # forked: never share connections with the parent
             self._pool, self._pool_lock, self._pid = [], threading.Lock(), os.getpid()
-            self._ready, self._executor = False, None
+            self._ready, self._executor, self._writer = False, None, None
+            self._queue, self._queue_cond = [], threading.Condition()
             self.write_lock = _file_lock(self.path)
         with self._pool_lock:
             if self._pool:
@@ -120,24 +167,102 @@ class Store:
         finally:
             self._release(conn)
 
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """A connection inside ``BEGIN IMMEDIATE``; commits on success, rolls back on error."""
-        conn = self._acquire()
-        try:
+    def run(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``op(conn)`` in a write transaction (see :meth:`submit`)."""
+        return self.submit(_call_each, op)  # type: ignore[no-any-return]
+
+    def submit(self, apply: Apply, payload: Any) -> Any:
+        """Store ``payload`` with ``apply`` inside a write transaction, possibly together
+        with other writers' payloads; returns its result or raises its error."""
+        ticket = _Ticket(apply, payload)
+        with self._queue_cond:
+            self._queue.append(ticket)
+        with self.write_lock:
+            if not ticket.done:
+                self._commit(self._drain())
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.result
+
+    def submit_async(self, apply: Apply, payload: Any) -> asyncio.Future[Any]:
+        """Queue ``payload`` for the writer thread; the future resolves once committed."""
+        loop = asyncio.get_running_loop()
+        ticket = _Ticket(apply, payload, loop.create_future(), loop)
+        with self._queue_cond:
+            self._queue.append(ticket)
+            if self._writer is None or not self._writer.is_alive():
+                self._stopping = False
+                self._writer = threading.Thread(
+                    target=self._write_forever, name="aworld-checkpoint-writer", daemon=True
+                )
+                self._writer.start()
+            self._queue_cond.notify()
+        assert ticket.future is not None
+        return ticket.future
+
+    def _drain(self) -> list[_Ticket]:
+        with self._queue_cond:
+            batch, self._queue = self._queue[:_BATCH], self._queue[_BATCH:]
+        return batch
+
+    def _write_forever(self) -> None:
+        while True:
+            with self._queue_cond:
+                while not self._queue and not self._stopping:
+                    self._queue_cond.wait()
+                if not self._queue:
+                    return
             with self.write_lock:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise database_error(self.path, exc) from None
+                batch = self._drain()
+                if batch:
+                    self._commit(batch)
+
+    def _commit(self, batch: list[_Ticket]) -> None:
+        """One transaction for ``batch``; if it fails, each ticket alone, to isolate errors."""
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = self._acquire()
+            conn.execute("BEGIN IMMEDIATE")
+            start = 0
+            while start < len(batch):  # consecutive tickets with one apply go together
+                end = start
+                while end < len(batch) and batch[end].apply is batch[start].apply:
+                    end += 1
+                group = batch[start:end]
+                results = group[0].apply(self, conn, [t.payload for t in group])
+                for ticket, result in zip(group, results, strict=True):
+                    ticket.result = result
+                start = end
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn is not None and conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if conn is not None:
+                self._release(conn)
+                conn = None
+            if len(batch) > 1 and isinstance(exc, Exception):
+                for ticket in batch:
+                    self._commit([ticket])
+                return
+            error = database_error(self.path, exc) if isinstance(exc, sqlite3.Error) else exc
+            for ticket in batch:
+                ticket.error = error
         finally:
-            self._release(conn)
+            if conn is not None:
+                self._release(conn)
+        self._finish(batch)
+
+    def _finish(self, batch: list[_Ticket]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Ticket]] = {}
+        for ticket in batch:
+            ticket.done = True
+            if ticket.loop is not None:
+                by_loop.setdefault(ticket.loop, []).append(ticket)
+        for loop, tickets in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle, tickets)
+            except RuntimeError:  # the loop was closed meanwhile
+                pass
 
     @contextmanager
     def autocommit(self) -> Iterator[sqlite3.Connection]:
@@ -159,7 +284,12 @@ class Store:
             return self._executor
 
     def close(self) -> None:
-        """Close pooled connections and stop the worker threads."""
+        """Finish queued writes, close pooled connections and stop the worker threads."""
+        with self._queue_cond:
+            writer, self._stopping = self._writer, True
+            self._queue_cond.notify_all()
+        if writer is not None and writer is not threading.current_thread():
+            writer.join()
         with self._pool_lock:
             pool, self._pool = self._pool, []
             executor, self._executor = self._executor, None
@@ -182,6 +312,23 @@ class Store:
                 if len(self.children) > _CACHE_SIZE:
                     self.children.popitem(last=False)
 
+    def note_node(self, thread_id: str, ns: str, checkpoint_id: str, node: str) -> None:
+        """Note that ``node`` wrote at ``checkpoint_id`` (it ran in the step after it)."""
+        key = (thread_id, ns, checkpoint_id)
+        with self._pool_lock:
+            names = self.ran.get(key)
+            if names is None:
+                self.ran[key] = [node]
+                if len(self.ran) > _CACHE_SIZE:
+                    self.ran.popitem(last=False)
+            elif node not in names:
+                names.append(node)
+
+    def nodes_at(self, thread_id: str, ns: str, checkpoint_id: str) -> list[str]:
+        """Nodes this process saw writing at ``checkpoint_id``, sorted."""
+        with self._pool_lock:
+            return sorted(self.ran.get((thread_id, ns, checkpoint_id), ()))
+
     def head(self, thread_id: str, ns: str) -> Head | None:
         """The cached last checkpoint of ``(thread_id, ns)``, if this process wrote it."""
         with self._pool_lock:
@@ -195,16 +342,7 @@ class Store:
     def forget(self, thread_ids: set[str] | None = None) -> None:
         """Drop cached heads (all, or those of ``thread_ids``) after deletions."""
         with self._pool_lock:
-            for cache in (self.heads, self.children):
+            for cache in (self.heads, self.children, self.ran):
                 for key in list(cache):
                     if thread_ids is None or key[0] in thread_ids:
                         del cache[key]
-
-
-def wrap_errors(path: Path, exc: BaseException) -> BaseException:
-    """Library errors pass through; SQLite errors become project errors naming the file."""
-    if isinstance(exc, AWorldGraphError):
-        return exc
-    if isinstance(exc, sqlite3.Error):
-        return database_error(path, exc)
-    return exc

@@ -25,6 +25,18 @@ from typing import Any
 
 from ._secrets import strip_secrets
 
+try:  # orjson ships with langsmith (a LangGraph dependency); json is the fallback
+    import orjson
+
+    def _dumps(value: Any) -> str:
+        return orjson.dumps(value).decode()
+
+except ImportError:  # pragma: no cover
+
+    def _dumps(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 __all__ = ["Transition", "transition_row", "node_from_task_path", "duration_ms"]
 
 MAX_STRING = 2_000
@@ -35,26 +47,8 @@ _SKIP_PREFIXES = ("branch:", "__pregel")
 
 @dataclasses.dataclass(kw_only=True, slots=True)
 class Transition:
-    """What one put() contributes to the trajectory, before JSON encoding."""
+    """What one put() changed, before it is encoded into trajectory columns."""
 
-    thread_id: str
-    """Thread of the run."""
-    checkpoint_ns: str
-    """Namespace (``""`` for the root graph, ``parent:task`` for subgraphs)."""
-    checkpoint_id: str
-    """The new checkpoint."""
-    parent_checkpoint_id: str | None
-    """The checkpoint it was derived from."""
-    run_id: str | None
-    """``run_id`` from the metadata, when LangGraph or the caller set one."""
-    step: int | None
-    """LangGraph step (``-1`` for the input checkpoint)."""
-    source: str | None
-    """How the checkpoint was made (input, loop, update, fork)."""
-    created_at: str
-    """Checkpoint timestamp, ISO-8601."""
-    duration_ms: float | None
-    """Milliseconds since the parent checkpoint."""
     nodes: list[str]
     """Nodes that ran in this step, from pending writes at the parent."""
     changed: dict[str, Any]
@@ -82,34 +76,26 @@ def duration_ms(parent_ts: str | None, ts: str) -> float | None:
 
 
 def transition_row(t: Transition) -> tuple[Any, ...]:
-    """The ``trajectory`` row for ``t``, in table column order."""
-    changes: dict[str, Any] = {}
-    for channel, value in t.changed.items():
-        if not channel.startswith(_SKIP_PREFIXES):
-            changes[channel] = _channel_json(value)
-    for channel, items in t.appended.items():
-        if not channel.startswith(_SKIP_PREFIXES):
-            changes[channel] = _channel_json(items)
+    """The derived columns ``(nodes, changes, llm_usage, tool_names, reward)`` as stored."""
+    parts = [
+        f"{_dumps(channel)}:{_channel_json(value)}"
+        for source in (t.changed, t.appended)
+        for channel, value in source.items()
+        if not channel.startswith(_SKIP_PREFIXES)
+    ]
     trace = [r for r in t.appended.get("trace", ()) if isinstance(r, Mapping)]
     messages = t.appended.get("messages", t.changed.get("messages"))
     messages = messages if isinstance(messages, list) else []
-    nodes = list(dict.fromkeys([*t.nodes, *(str(r["node"]) for r in trace if r.get("node"))]))
-    usage = _usage(trace, messages)
-    tools = _tool_names(trace, messages)
+    nodes = t.nodes
+    if trace:
+        nodes = list(dict.fromkeys([*nodes, *(str(r["node"]) for r in trace if r.get("node"))]))
+    usage = _usage(trace, messages) if trace or messages else None
+    tools = _tool_names(trace, messages) if trace or messages else None
     return (
-        t.thread_id,
-        t.checkpoint_ns,
-        t.checkpoint_id,
-        t.parent_checkpoint_id,
-        t.run_id,
-        t.step,
-        json.dumps(nodes),
-        t.source,
-        t.created_at,
-        t.duration_ms,
-        json.dumps(changes, ensure_ascii=False, separators=(",", ":")) if changes else None,
-        json.dumps(usage) if usage else None,
-        json.dumps(tools, ensure_ascii=False) if tools else None,
+        _dumps(nodes),
+        "{" + ",".join(parts) + "}" if parts else None,
+        _dumps(usage) if usage else None,
+        _dumps(tools) if tools else None,
         _reward(t.appended.get("rewards", ())),
     )
 
@@ -172,18 +158,23 @@ def _int(value: Any) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
-def _channel_json(value: Any) -> Any:
-    plain = strip_secrets(_plain(value, 0))
-    text = json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+def _channel_json(value: Any) -> str:
+    text = _dumps(strip_secrets(_plain(value, 0)))
     if len(text) <= MAX_CHANNEL_JSON:
-        return plain
-    return {"truncated": True, "json_chars": len(text), "preview": text[:MAX_STRING]}
+        return text
+    return _dumps({"truncated": True, "json_chars": len(text), "preview": text[:MAX_STRING]})
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, (dict, list, tuple, str)) and not value)
 
 
 def _plain(value: Any, depth: int) -> Any:
-    """A JSON-compatible view of ``value`` with long strings and lists shortened."""
-    if value is None or isinstance(value, (bool, int)):
+    """A JSON view of ``value``: long strings and lists shortened, empty fields dropped."""
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**64 else str(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, str):
@@ -205,7 +196,8 @@ def _plain(value: Any, depth: int) -> Any:
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         try:
-            return _plain(dump(exclude_none=True), depth + 1)
+            fields = {k: v for k, v in dump(exclude_none=True).items() if not _empty(v)}
+            return _plain(fields, depth + 1)
         except Exception:
             return _plain(repr(value), depth + 1)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

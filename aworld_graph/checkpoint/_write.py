@@ -1,56 +1,84 @@
-"""Writing checkpoints and pending writes, each in one ``BEGIN IMMEDIATE`` transaction."""
+"""Writing checkpoints and pending writes, many at a time.
+
+``prepare_put`` / ``prepare_writes`` serialize in the caller's thread and return plain
+records; :func:`apply_batch` stores a whole batch of them inside one transaction with a few
+multi-row statements (so the writer thread hands the GIL back and forth a few times per
+batch, not a few times per row).
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
+import orjson
 from langgraph.checkpoint.base import WRITES_IDX_MAP, ChannelVersions, Checkpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ._blobs import EMPTY, BaseInfo, BlobRow, encode_channel
+from ._blobs import BaseInfo, BlobRow, encode_channel
 from ._read import load_versions
 from ._store import Head, Store
 from ._trajectory import Transition, duration_ms, node_from_task_path, transition_row
 
-__all__ = ["put_checkpoint", "put_writes"]
+__all__ = ["PutRecord", "WritesRecord", "prepare_put", "prepare_writes", "apply_batch"]
 
-_INSERT_BLOB = (
-    "INSERT OR REPLACE INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, kind, "
-    "type, value, base_version, items, nbytes, digest, depth) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+_BLOB_COLUMNS = (
+    "thread_id, checkpoint_ns, channel, version, kind, type, value, base_version, items, "
+    "nbytes, digest, depth"
 )
-_INSERT_CHECKPOINT = (
-    "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
-    "parent_checkpoint_id, run_id, step, source, created_at, checkpoint, metadata) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?)"
-)
-_INSERT_TRAJECTORY = (
-    "INSERT OR REPLACE INTO trajectory (thread_id, checkpoint_ns, checkpoint_id, "
-    "parent_checkpoint_id, run_id, step, nodes, source, created_at, duration_ms, changes, "
-    "llm_usage, tool_names, reward) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_CHECKPOINT_COLUMNS = (
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step, source, "
+    "created_at, checkpoint, metadata, duration_ms, nodes, changes, llm_usage, tool_names, reward"
 )
 _WRITE_COLUMNS = (
-    "(thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path) "
-    "VALUES (?,?,?,?,?,?,?,?,?)"
-)
-_BASE_SQL = (
-    "SELECT items, nbytes, digest, depth FROM checkpoint_blobs WHERE thread_id = ? AND "
-    "checkpoint_ns = ? AND channel = ? AND version = ? AND kind != 0"
-)
-_PARENT_SQL = (
-    "SELECT checkpoint, created_at FROM checkpoints "
-    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-)
-_TASK_PATHS_SQL = (
-    "SELECT DISTINCT task_path FROM checkpoint_writes "
-    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? ORDER BY task_path"
+    "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path"
 )
 
 
-def put_checkpoint(
-    store: Store,
+@dataclass(slots=True)
+class PutRecord:
+    """A checkpoint, serialized, waiting to be stored."""
+
+    thread_id: str
+    ns: str
+    parent_id: str | None
+    checkpoint_id: str
+    ts: str
+    step: int | None
+    source: str | None
+    run_id: str | None
+    skeleton: bytes
+    """The checkpoint without id and values (msgpack)."""
+    metadata_json: str
+    versions: dict[str, Any]
+    """The checkpoint's channel versions."""
+    values: list[tuple[str, str, Any, tuple[str, bytes]]]
+    """``(channel, version, value, serialized)`` for each channel in ``new_versions``."""
+    snapshot_every: int
+    serde: SerializerProtocol
+    """Decodes the parent's skeleton when it must be read back."""
+
+
+@dataclass(slots=True)
+class WritesRecord:
+    """One task's writes, serialized, waiting to be stored."""
+
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+    node: str | None
+    """The task's node, when its path names one."""
+    regular: list[tuple[Any, ...]] = field(default_factory=list)
+    """Rows inserted only if absent."""
+    special: list[tuple[Any, ...]] = field(default_factory=list)
+    """Rows of special channels (error, interrupt…), which overwrite."""
+
+
+def prepare_put(
     serde: SerializerProtocol,
     *,
     thread_id: str,
@@ -60,97 +88,38 @@ def put_checkpoint(
     metadata: dict[str, Any],
     new_versions: ChannelVersions,
     snapshot_every: int,
-) -> None:
-    """Store ``checkpoint`` (values of ``new_versions`` channels only) and its transition."""
-    checkpoint_id = checkpoint["id"]
+) -> PutRecord:
+    """Serialize ``checkpoint``; only the channels in ``new_versions`` get value rows.
+
+    Channels in ``new_versions`` without a value get no row: reading finds none and leaves
+    the channel out, as LangGraph expects of an emptied channel.
+    """
     values = checkpoint["channel_values"]
     skeleton = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
-    skeleton_bytes = serde.dumps_typed(skeleton)[1]
-    metadata_json = json.dumps(metadata, ensure_ascii=False, default=str)
-    typed = {ch: serde.dumps_typed(values[ch]) for ch in new_versions if ch in values}
-    ts = checkpoint["ts"]
     step = metadata.get("step")
-    run_id = metadata.get("run_id")
-    with store.write() as conn:
-        parent = _parent_head(store, conn, serde, thread_id, ns, parent_id)
-        rows: list[BlobRow] = []
-        changed: dict[str, Any] = {}
-        appended: dict[str, list[Any]] = {}
-        for ch, ver in new_versions.items():
-            version = str(ver)
-            if ch not in values:
-                rows.append(BlobRow(ch, version, EMPTY, None, None))
-                continue
-            value = values[ch]
-            base = None
-            if parent is not None and isinstance(value, list):
-                base_version = parent.versions.get(ch)
-                if base_version is not None and str(base_version) != version:
-                    base = _base_info(conn, thread_id, ns, ch, str(base_version))
-            row, added = encode_channel(ch, version, value, typed[ch], base, snapshot_every)
-            rows.append(row)
-            if added is None:
-                changed[ch] = value
-            else:
-                appended[ch] = added
-        conn.executemany(
-            _INSERT_BLOB,
-            [
-                (
-                    thread_id,
-                    ns,
-                    r.channel,
-                    r.version,
-                    r.kind,
-                    r.type,
-                    r.value,
-                    r.base_version,
-                    r.items,
-                    r.nbytes,
-                    r.digest,
-                    r.depth,
-                )
-                for r in rows
-            ],
-        )
-        conn.execute(
-            _INSERT_CHECKPOINT,
-            (
-                thread_id,
-                ns,
-                checkpoint_id,
-                parent_id,
-                _text(run_id),
-                _int(step),
-                _text(metadata.get("source")),
-                ts,
-                skeleton_bytes,
-                metadata_json,
-            ),
-        )
-        nodes = _nodes(conn, thread_id, ns, parent_id) if parent_id else []
-        transition = Transition(
-            thread_id=thread_id,
-            checkpoint_ns=ns,
-            checkpoint_id=checkpoint_id,
-            parent_checkpoint_id=parent_id,
-            run_id=_text(run_id),
-            step=_int(step),
-            source=_text(metadata.get("source")),
-            created_at=ts,
-            duration_ms=duration_ms(parent.ts if parent else None, ts),
-            nodes=nodes,
-            changed=changed,
-            appended=appended,
-        )
-        conn.execute(_INSERT_TRAJECTORY, transition_row(transition))
-    store.remember(
-        thread_id, ns, parent_id, Head(checkpoint_id, dict(checkpoint["channel_versions"]), ts)
+    return PutRecord(
+        thread_id=thread_id,
+        ns=ns,
+        parent_id=parent_id,
+        checkpoint_id=checkpoint["id"],
+        ts=checkpoint["ts"],
+        step=step if isinstance(step, int) and not isinstance(step, bool) else None,
+        source=_text(metadata.get("source")),
+        run_id=_text(metadata.get("run_id")),
+        skeleton=serde.dumps_typed(skeleton)[1],
+        metadata_json=_json_text(metadata),
+        versions=dict(checkpoint["channel_versions"]),
+        values=[
+            (ch, str(ver), values[ch], serde.dumps_typed(values[ch]))
+            for ch, ver in new_versions.items()
+            if ch in values
+        ],
+        snapshot_every=snapshot_every,
+        serde=serde,
     )
 
 
-def put_writes(
-    store: Store,
+def prepare_writes(
     serde: SerializerProtocol,
     *,
     thread_id: str,
@@ -159,69 +128,241 @@ def put_writes(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
-) -> None:
-    """Store a task's writes: special channels overwrite, ordinary ones insert-if-absent."""
-    regular: list[tuple[Any, ...]] = []
-    special: list[tuple[Any, ...]] = []
+) -> WritesRecord:
+    """Serialize a task's writes (special channels overwrite, others insert-if-absent)."""
+    record = WritesRecord(thread_id, ns, checkpoint_id, node_from_task_path(task_path))
     for i, (channel, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(channel, i)
         type_, data = serde.dumps_typed(value)
         row = (thread_id, ns, checkpoint_id, task_id, idx, channel, type_, data, task_path)
-        (special if idx < 0 else regular).append(row)
-    node = node_from_task_path(task_path)
-    child = store.child(thread_id, ns, checkpoint_id) if node else None
-    with store.write() as conn:
-        if regular:
-            conn.executemany("INSERT OR IGNORE INTO checkpoint_writes " + _WRITE_COLUMNS, regular)
-        if special:
-            conn.executemany("INSERT OR REPLACE INTO checkpoint_writes " + _WRITE_COLUMNS, special)
-        if child is not None and node is not None:
-            _add_node(conn, thread_id, ns, child, node)
+        (record.special if idx < 0 else record.regular).append(row)
+    return record
 
 
-def _parent_head(
-    store: Store,
+def apply_batch(
+    store: Store, conn: sqlite3.Connection, records: list[PutRecord | WritesRecord]
+) -> list[None]:
+    """Store ``records`` (inside the caller's transaction). Writes go first, so a
+    checkpoint stored in the same batch sees the writes of the step that produced it."""
+    writes = [r for r in records if isinstance(r, WritesRecord)]
+    puts = [r for r in records if isinstance(r, PutRecord)]
+    if writes:
+        _insert(
+            conn,
+            "INSERT OR IGNORE",
+            "checkpoint_writes",
+            _WRITE_COLUMNS,
+            9,
+            [row for w in writes for row in w.regular],
+        )
+        _insert(
+            conn,
+            "INSERT OR REPLACE",
+            "checkpoint_writes",
+            _WRITE_COLUMNS,
+            9,
+            [row for w in writes for row in w.special],
+        )
+        for w in writes:
+            if w.node is None:
+                continue
+            store.note_node(w.thread_id, w.ns, w.checkpoint_id, w.node)
+            child = store.child(w.thread_id, w.ns, w.checkpoint_id)
+            if child is not None:
+                _add_node(conn, w.thread_id, w.ns, child, w.node)
+    if puts:
+        _store_puts(store, conn, puts)
+    return [None] * len(records)
+
+
+def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -> None:
+    parents: dict[tuple[str, str, str], Head] = {}
+    unknown: list[tuple[str, str, str]] = []
+    in_batch = {(p.thread_id, p.ns, p.checkpoint_id) for p in puts}
+    for p in puts:
+        if p.parent_id and (p.thread_id, p.ns, p.parent_id) not in in_batch:
+            head = store.head(p.thread_id, p.ns)
+            if head is not None and head.checkpoint_id == p.parent_id:
+                parents[(p.thread_id, p.ns, p.parent_id)] = head
+            else:
+                unknown.append((p.thread_id, p.ns, p.parent_id))
+    for t, ns, cid, skeleton, created in _select_keys(
+        conn,
+        "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.checkpoint, c.created_at "
+        "FROM k JOIN checkpoints AS c ON c.thread_id = k.a AND c.checkpoint_ns = k.b "
+        "AND c.checkpoint_id = k.c",
+        unknown,
+    ):
+        versions = load_versions(puts[0].serde, skeleton)["channel_versions"]
+        parents[(t, ns, cid)] = Head(cid, versions, created)
+    # the stored list versions each new list value may extend
+    wanted: list[tuple[str, str, str, str]] = []
+    for p in puts:
+        parent = parents.get((p.thread_id, p.ns, p.parent_id or ""))
+        if parent is None:
+            continue
+        for ch, version, value, _ in p.values:
+            base = parent.versions.get(ch)
+            if isinstance(value, list) and base is not None and str(base) != version:
+                wanted.append((p.thread_id, p.ns, ch, str(base)))
+    bases: dict[tuple[str, str, str, str], BaseInfo] = {}
+    for t, ns, ch, ver, items, nbytes, digest, depth in _select_keys(
+        conn,
+        "SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, b.items, b.nbytes, "
+        "b.digest, b.depth FROM k JOIN checkpoint_blobs AS b ON b.thread_id = k.a AND "
+        "b.checkpoint_ns = k.b AND b.channel = k.c AND b.version = k.d "
+        "WHERE b.items IS NOT NULL AND b.digest IS NOT NULL",
+        wanted,
+    ):
+        bases[(t, ns, ch, ver)] = BaseInfo(ver, items, nbytes, digest, depth or 0)
+    unknown_set = set(unknown)
+    # nodes that ran: noted in memory for parents this process wrote, else read back
+    nodes = {
+        (p.thread_id, p.ns, p.parent_id): store.nodes_at(p.thread_id, p.ns, p.parent_id)
+        for p in puts
+        if p.parent_id and (p.thread_id, p.ns, p.parent_id) not in unknown_set
+    }
+    for t, ns, cid, path in _select_keys(
+        conn,
+        "SELECT DISTINCT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_path FROM k "
+        "JOIN checkpoint_writes AS w ON w.thread_id = k.a AND w.checkpoint_ns = k.b "
+        "AND w.checkpoint_id = k.c ORDER BY 1, 2, 3, 4",
+        unknown,
+    ):
+        if name := node_from_task_path(path or ""):
+            nodes.setdefault((t, ns, cid), []).append(name)
+    blob_rows: list[tuple[Any, ...]] = []
+    checkpoint_rows: list[tuple[Any, ...]] = []
+    produced: dict[tuple[str, str, str, str], BaseInfo] = {}
+    for p in puts:
+        parent_key = (p.thread_id, p.ns, p.parent_id or "")
+        parent = parents.get(parent_key)
+        changed: dict[str, Any] = {}
+        appended: dict[str, list[Any]] = {}
+        for ch, version, value, typed in p.values:
+            base_version = parent.versions.get(ch) if parent is not None else None
+            base = None
+            if base_version is not None and str(base_version) != version:
+                key = (p.thread_id, p.ns, ch, str(base_version))
+                base = produced.get(key) or bases.get(key)
+            row, added = encode_channel(ch, version, value, typed, base, p.snapshot_every)
+            blob_rows.append(_blob_row(p.thread_id, p.ns, row))
+            if row.digest is not None and row.items is not None and row.nbytes is not None:
+                info = BaseInfo(version, row.items, row.nbytes, row.digest, row.depth)
+                produced[(p.thread_id, p.ns, ch, version)] = info
+            if added is None and base_version is None and isinstance(value, list):
+                added = value  # a list channel's first value: every item is new
+            if added is None:
+                changed[ch] = value
+            else:
+                appended[ch] = added
+        derived = transition_row(
+            Transition(nodes=nodes.get(parent_key, []), changed=changed, appended=appended)
+        )
+        checkpoint_rows.append(
+            (
+                p.thread_id,
+                p.ns,
+                p.checkpoint_id,
+                p.parent_id,
+                p.run_id,
+                p.step,
+                p.source,
+                p.ts,
+                p.skeleton,
+                p.metadata_json,
+                duration_ms(parent.ts if parent else None, p.ts),
+                *derived,
+            )
+        )
+        head = Head(p.checkpoint_id, p.versions, p.ts)
+        store.remember(p.thread_id, p.ns, p.parent_id, head)
+        parents[(p.thread_id, p.ns, p.checkpoint_id)] = head
+    _insert(conn, "INSERT OR REPLACE", "checkpoint_blobs", _BLOB_COLUMNS, 12, blob_rows)
+    _insert(conn, "INSERT OR REPLACE", "checkpoints", _CHECKPOINT_COLUMNS, 16, checkpoint_rows)
+
+
+def _blob_row(thread_id: str, ns: str, r: BlobRow) -> tuple[Any, ...]:
+    return (
+        thread_id,
+        ns,
+        r.channel,
+        r.version,
+        r.kind,
+        r.type,
+        r.value,
+        r.base_version,
+        r.items,
+        r.nbytes,
+        r.digest,
+        r.depth,
+    )
+
+
+def _max_rows(conn: sqlite3.Connection, width: int) -> int:
+    limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    return max(1, min(limit, 30_000) // width)
+
+
+@lru_cache(maxsize=256)
+def _insert_sql(verb: str, table: str, columns: str, width: int, rows: int) -> str:
+    one = "(" + ",".join("?" * width) + ")"
+    return f"{verb} INTO {table} ({columns}) VALUES " + ",".join([one] * rows)
+
+
+def _insert(
     conn: sqlite3.Connection,
-    serde: SerializerProtocol,
-    thread_id: str,
-    ns: str,
-    parent_id: str | None,
-) -> Head | None:
-    if not parent_id:
-        return None
-    head = store.head(thread_id, ns)
-    if head is not None and head.checkpoint_id == parent_id:
-        return head
-    row = conn.execute(_PARENT_SQL, (thread_id, ns, parent_id)).fetchone()
-    if row is None:
-        return None
-    return Head(parent_id, load_versions(serde, row[0])["channel_versions"], row[1])
+    verb: str,
+    table: str,
+    columns: str,
+    width: int,
+    rows: list[tuple[Any, ...]],
+) -> None:
+    step = _max_rows(conn, width)
+    for start in range(0, len(rows), step):
+        chunk = rows[start : start + step]
+        conn.execute(
+            _insert_sql(verb, table, columns, width, len(chunk)),
+            [value for row in chunk for value in row],
+        )
 
 
-def _base_info(
-    conn: sqlite3.Connection, thread_id: str, ns: str, channel: str, version: str
-) -> BaseInfo | None:
-    row = conn.execute(_BASE_SQL, (thread_id, ns, channel, version)).fetchone()
-    if row is None or row[0] is None or row[2] is None:
-        return None
-    return BaseInfo(version, row[0], row[1], row[2], row[3] or 0)
+@lru_cache(maxsize=256)
+def _keys_cte(width: int, rows: int) -> str:
+    names = "abcd"[:width]
+    one = "(" + ",".join("?" * width) + ")"
+    return f"WITH k({','.join(names)}) AS (VALUES " + ",".join([one] * rows) + ") "
 
 
-def _nodes(conn: sqlite3.Connection, thread_id: str, ns: str, parent_id: str) -> list[str]:
-    names = []
-    for (path,) in conn.execute(_TASK_PATHS_SQL, (thread_id, ns, parent_id)):
-        name = node_from_task_path(path or "")
-        if name:
-            names.append(name)
-    return names
+def _select_keys(
+    conn: sqlite3.Connection, select: str, keys: Iterable[tuple[str, ...]]
+) -> Iterable[tuple[Any, ...]]:
+    """Run ``select`` (which reads the key table ``k(a, b, c[, d])``) for ``keys``."""
+    unique = list(dict.fromkeys(keys))
+    if not unique:
+        return []
+    width = len(unique[0])
+    step = _max_rows(conn, width)
+    out: list[tuple[Any, ...]] = []
+    for start in range(0, len(unique), step):
+        chunk = unique[start : start + step]
+        out.extend(
+            conn.execute(_keys_cte(width, len(chunk)) + select, [v for key in chunk for v in key])
+        )
+    return out
 
 
 def _add_node(
     conn: sqlite3.Connection, thread_id: str, ns: str, checkpoint_id: str, node: str
 ) -> None:
+    """Name ``node`` on a transition stored before the writes that show it ran.
+
+    (LangGraph may save a step's writes after the checkpoint that follows them.)
+    """
     key = (thread_id, ns, checkpoint_id)
     row = conn.execute(
-        "SELECT nodes FROM trajectory WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+        "SELECT nodes FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+        "AND checkpoint_id = ?",
         key,
     ).fetchone()
     if row is None:
@@ -230,15 +371,18 @@ def _add_node(
     if node not in nodes:
         nodes.append(node)
         conn.execute(
-            "UPDATE trajectory SET nodes = ? WHERE thread_id = ? AND checkpoint_ns = ? "
+            "UPDATE checkpoints SET nodes = ? WHERE thread_id = ? AND checkpoint_ns = ? "
             "AND checkpoint_id = ?",
             (json.dumps(nodes), *key),
         )
 
 
+def _json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(value, ensure_ascii=False, default=str)
+
+
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -32,7 +32,7 @@ from ._schema import Durability
 from ._secrets import strip_secrets
 from ._serde import StrictSerializer
 from ._store import Store
-from ._write import put_checkpoint, put_writes
+from ._write import PutRecord, WritesRecord, apply_batch, prepare_put, prepare_writes
 
 __all__ = ["TrajectorySaver"]
 
@@ -67,7 +67,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         *,
         durability: Durability = "normal",
         allowed_types: Iterable[type | tuple[str, ...]] = (),
-        snapshot_every: int = 32,
+        snapshot_every: int = 64,
     ) -> None:
         super().__init__(serde=StrictSerializer(allowed_types=allowed_types))
         if durability not in get_args(Durability):
@@ -203,28 +203,22 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint; only channels in ``new_versions`` get new value rows."""
-        conf = config["configurable"]
-        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
-        merged = dict(get_checkpoint_metadata(config, metadata))
-        merged.pop("writes", None)
-        put_checkpoint(
-            self._store,
-            self.serde,
-            thread_id=thread_id,
-            ns=ns,
-            parent_id=conf.get("checkpoint_id"),
-            checkpoint=checkpoint,
-            metadata=strip_secrets(merged),
-            new_versions=new_versions,
-            snapshot_every=self.snapshot_every,
-        )
-        return {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
+        record, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
+        self._store.submit(apply_batch, record)
+        return stored
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async :meth:`put`: values are serialized here, the disk write runs in the
+        writer thread (group-committed with other pending writes)."""
+        record, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
+        await self._store.submit_async(apply_batch, record)
+        return stored
 
     def put_writes(
         self,
@@ -234,9 +228,58 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes for the checkpoint in ``config``."""
+        self._store.submit(apply_batch, self._prepare_writes(config, writes, task_id, task_path))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async :meth:`put_writes` (disk write in the writer thread)."""
+        record = self._prepare_writes(config, writes, task_id, task_path)
+        await self._store.submit_async(apply_batch, record)
+
+    def _prepare_put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[PutRecord, RunnableConfig]:
         conf = config["configurable"]
-        put_writes(
-            self._store,
+        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
+        merged = dict(get_checkpoint_metadata(config, metadata))
+        merged.pop("writes", None)
+        record = prepare_put(
+            self.serde,
+            thread_id=thread_id,
+            ns=ns,
+            parent_id=conf.get("checkpoint_id"),
+            checkpoint=checkpoint,
+            metadata=strip_secrets(merged),
+            new_versions=new_versions,
+            snapshot_every=self.snapshot_every,
+        )
+        stored: RunnableConfig = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+        return record, stored
+
+    def _prepare_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> WritesRecord:
+        conf = config["configurable"]
+        return prepare_writes(
             self.serde,
             thread_id=str(conf["thread_id"]),
             ns=conf.get("checkpoint_ns", ""),
@@ -246,56 +289,40 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             task_path=task_path,
         )
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Async :meth:`put` (runs in a worker thread)."""
-        return await self._run(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Async :meth:`put_writes` (runs in a worker thread)."""
-        await self._run(self.put_writes, config, writes, task_id, task_path)
-
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
-        """``"<32-digit counter>.<random>"``: increasing, and distinct across forks."""
+        """``"<12-digit counter>.<8 random hex>"``: increasing, and distinct across forks.
+
+        (Two forks of one checkpoint both write version n+1 of a channel; the random part
+        keeps their values apart.) Versions written by other savers keep working: their
+        counter is read back, and the shorter string still sorts after theirs.
+        """
         if current is None:
             number = 0
         elif isinstance(current, str):
             number = int(current.split(".", 1)[0])
         else:
             number = int(current)
-        return f"{number + 1:032}.{random.random():016}"
+        return f"{number + 1:012d}.{random.getrandbits(32):08x}"
 
     # -- deleting, copying, pruning ------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write, blob and trajectory row of ``thread_id``."""
-        with self._store.write() as conn:
-            _retention.delete_threads(conn, [str(thread_id)])
+        self._store.run(partial(_retention.delete_threads, thread_ids=[str(thread_id)]))
         self._store.forget({str(thread_id)})
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata ``run_id`` is listed."""
         if not run_ids:
             return
-        with self._store.write() as conn:
-            threads = _retention.delete_runs(conn, self.serde, [str(r) for r in run_ids])
+        ids = [str(r) for r in run_ids]
+        threads = self._store.run(lambda conn: _retention.delete_runs(conn, self.serde, ids))
         self._store.forget(threads)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy all of ``source_thread_id`` (checkpoints, writes, values) to a new thread."""
-        with self._store.write() as conn:
-            _retention.copy_thread(conn, str(source_thread_id), str(target_thread_id))
+        source, target = str(source_thread_id), str(target_thread_id)
+        self._store.run(lambda conn: _retention.copy_thread(conn, source, target))
         self._store.forget({str(target_thread_id)})
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -304,8 +331,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         if not ids:
             return
         if strategy == "delete":
-            with self._store.write() as conn:
-                _retention.delete_threads(conn, ids)
+            self._store.run(partial(_retention.delete_threads, thread_ids=ids))
         elif strategy == "keep_latest":
             self.prune_keep_last(1, ids)
         else:
@@ -319,8 +345,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """
         if keep < 1:
             raise ConfigError(f"prune_keep_last(keep={keep}): keep at least 1 checkpoint")
-        with self._store.write() as conn:
-            deleted = _retention.keep_last(conn, self.serde, keep, thread_ids)
+        deleted = self._store.run(
+            lambda conn: _retention.keep_last(conn, self.serde, keep, thread_ids)
+        )
         self._store.forget(None if thread_ids is None else set(thread_ids))
         return deleted
 
@@ -338,10 +365,11 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """
         delta = age if isinstance(age, timedelta) else timedelta(days=float(age))
         cutoff = (datetime.now(UTC) - delta).isoformat()
-        with self._store.write() as conn:
-            deleted = _retention.delete_older_than(
+        deleted = self._store.run(
+            lambda conn: _retention.delete_older_than(
                 conn, self.serde, cutoff, thread_ids, keep_latest
             )
+        )
         self._store.forget(None if thread_ids is None else set(thread_ids))
         return deleted
 
