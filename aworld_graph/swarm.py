@@ -125,6 +125,8 @@ class Swarm:
         self.topology = list(topology) if topology is not None else None
         self.nodes: dict[str, NodeDef] = {}
         self.edges: list[Edge] = []
+        self.declared_edges: list[Edge] = []
+        """The edges given with ``edges=`` (the rest are implied by the topology and critics)."""
         self.joins: dict[str, list[str]] = {}
         self.entries: list[str] = []
         self.root: str | None = None
@@ -146,8 +148,10 @@ class Swarm:
                 GraphBuildType.HYBRID: self._wire_team,
             }[self.build_type]
             wire(root_agent, problems)
+            implied = len(self.edges)
             for item in edges:
                 self._add_explicit(item, problems)
+            self.declared_edges = self.edges[implied:]
             self._validate(problems)
         if problems:
             raise DefinitionError(
