@@ -1,0 +1,74 @@
+"""``aworld-graph validate`` / ``schema``: check workflow and card files, print the JSON Schemas."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ._app import main
+
+__all__ = ["schema", "validate"]
+
+
+def _files(paths: tuple[str, ...]) -> list[Path]:
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml"))
+        else:
+            found.append(path)
+    return found
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+def validate(paths: tuple[str, ...]) -> None:
+    """Check workflow and node-card files (or every .yaml under a directory).
+
+    Prints `OK FILE` for each good file and every problem of the others (file:line: field:
+    what is wrong; fix: what to do). Exits 1 when any file has a problem.
+    """
+    from ..spec import validate_file
+    from ..spec._source import display_path
+
+    bad = 0
+    total = 0
+    files = _files(paths)
+    for path in files:
+        problems = validate_file(path)
+        if problems:
+            bad += 1
+            total += len(problems)
+            for problem in problems:
+                click.echo(str(problem))
+        else:
+            click.echo(f"OK {display_path(path)}")
+    if bad:
+        click.echo(f"{total} problem(s); {bad} of {len(files)} file(s) failed", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.option(
+    "--kind",
+    type=click.Choice(["workflow", "node"]),
+    default="workflow",
+    show_default=True,
+    help="workflow: workflows/*.yaml; node: node cards (nodes/*.yaml).",
+)
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write to FILE."
+)
+def schema(kind: str, output: str | None) -> None:
+    """Print the JSON Schema of workflow files or of node cards (for editors and CI)."""
+    from ..spec.schema import schema_text
+
+    text = schema_text(kind)  # type: ignore[arg-type]
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)

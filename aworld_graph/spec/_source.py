@@ -1,0 +1,169 @@
+"""Reading one YAML file: data, the line of every field, duplicate keys, ``${VAR}`` values."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ._problems import Problem, field_path
+
+__all__ = ["Source", "display_path", "read_source"]
+
+Path_ = tuple[Any, ...]
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_RAW_FIELDS = ("mcp_config",)
+"""Fields whose ``${VAR}`` are left for the MCP loader (they may name secrets: env, headers)."""
+
+
+def display_path(path: Path) -> str:
+    """``path`` relative to the working directory when it lies below it, else as given."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+@dataclass(kw_only=True)
+class Source:
+    """A parsed YAML file and where each of its fields is."""
+
+    path: Path
+    """The file."""
+    display: str
+    """The file as problems name it."""
+    data: Any = None
+    """The parsed content (``${VAR}`` already replaced outside ``mcp_config``)."""
+    lines: dict[Path_, int] = field(default_factory=dict)
+    """1-based line of each field path (mapping keys point at the key)."""
+    problems: list[Problem] = field(default_factory=list)
+    """Problems found while reading."""
+
+    def line(self, path: Path_) -> int | None:
+        """Line of ``path``, or of its nearest parent that has one."""
+        path = tuple(path)
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return self.lines.get((), 1)
+
+    def problem(self, path: Path_, message: str, fix: str = "") -> Problem:
+        """A :class:`Problem` at ``path`` of this file."""
+        return Problem(
+            file=self.display,
+            line=self.line(path),
+            field=field_path(path),
+            message=message,
+            fix=fix,
+        )
+
+
+def read_source(path: Path, display: str | None = None) -> Source:
+    """Read and parse ``path``; problems (syntax, duplicate keys, unset variables) are kept."""
+    source = Source(path=path, display=display or display_path(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        source.problems.append(
+            Problem(
+                file=source.display,
+                line=None,
+                field="",
+                message="file not found",
+                fix="check the path",
+            )
+        )
+        return source
+    except (OSError, UnicodeDecodeError) as exc:
+        source.problems.append(
+            Problem(
+                file=source.display,
+                line=None,
+                field="",
+                message=f"cannot read: {exc}",
+                fix="check the file",
+            )
+        )
+        return source
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if getattr(exc, "context", None):
+            problem = f"{exc.context} ({problem})"  # type: ignore[attr-defined]
+        source.problems.append(
+            Problem(
+                file=source.display,
+                line=mark.line + 1 if mark else None,
+                field="",
+                message=f"invalid YAML: {problem}",
+                fix="fix the syntax (check indentation, quotes and ':' after keys)",
+            )
+        )
+        return source
+    if node is not None:
+        source.lines[()] = node.start_mark.line + 1
+        _walk(node, (), source)
+    source.data = _substitute(data, (), source)
+    return source
+
+
+def _walk(node: yaml.Node, path: Path_, source: Source) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                source.problems.append(
+                    Problem(
+                        file=source.display,
+                        line=line,
+                        field=field_path(path + (key,)),
+                        message=f"key {key!r} appears twice (lines {seen[key]} and {line})",
+                        fix="keep one of them",
+                    )
+                )
+            seen[key] = line
+            source.lines.setdefault(path + (key,), line)
+            _walk(value_node, path + (key,), source)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            source.lines.setdefault(path + (i,), item.start_mark.line + 1)
+            _walk(item, path + (i,), source)
+
+
+def _substitute(value: Any, path: Path_, source: Source) -> Any:
+    if isinstance(value, str):
+
+        def replace(match: re.Match[str]) -> str:
+            var, default = match.group(1), match.group(2)
+            if var in os.environ:
+                return os.environ[var]
+            if default is not None:
+                return default
+            source.problems.append(
+                source.problem(
+                    path,
+                    f"environment variable {var} is not set",
+                    f"export {var}, or write ${{{var}:-default}} to give a default",
+                )
+            )
+            return match.group(0)
+
+        return _VAR.sub(replace, value)
+    if isinstance(value, dict):
+        return {
+            k: v if k in _RAW_FIELDS else _substitute(v, path + (k,), source)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_substitute(v, path + (i,), source) for i, v in enumerate(value)]
+    return value
