@@ -59,7 +59,10 @@ def database_error(path: Path, exc: sqlite3.Error) -> Exception:
     """The project error for a low-level SQLite error on ``path``."""
     text = str(exc)
     if isinstance(exc, sqlite3.DatabaseError) and (
-        "not a database" in text or "malformed" in text or "encrypted" in text
+        "not a database" in text
+        or "malformed" in text
+        or "encrypted" in text
+        or "Could not decode" in text
     ):
         return ConfigError(
             f"checkpoint database {path} is not a valid SQLite file or is corrupt ({text}). "

@@ -9,7 +9,9 @@ is written, naming the type and the fix.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 import ormsgpack
@@ -47,6 +49,15 @@ _TYPED_CODES = (
     EXT_PYDANTIC_V1,
     EXT_PYDANTIC_V2,
 )
+
+
+@lru_cache(maxsize=1024)
+def _importable(module: str, name: str) -> bool:
+    """Whether ``module.name`` resolves the way the reader will look it up."""
+    try:
+        return getattr(importlib.import_module(module), name, None) is not None
+    except Exception:
+        return False
 
 
 class StrictSerializer(JsonPlusSerializer):
@@ -87,6 +98,7 @@ class StrictSerializer(JsonPlusSerializer):
             return
         extra: set[tuple[str, ...]] = allowed or set()
         blocked: list[str] = []
+        unreachable: list[str] = []
 
         def hook(code: int, payload: bytes) -> Any:
             if code == EXT_DELTA_SNAPSHOT:
@@ -101,6 +113,8 @@ class StrictSerializer(JsonPlusSerializer):
                 ok = (module, name) in SAFE_MSGPACK_TYPES or (module, name) in extra
             if not ok:
                 blocked.append(f"{module}.{name}")
+            elif not _importable(module, name):
+                unreachable.append(f"{module}.{name}")
             return None
 
         ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
@@ -110,4 +124,10 @@ class StrictSerializer(JsonPlusSerializer):
                 f"cannot checkpoint a value of type {blocked[0]}: it is not in the checkpoint "
                 "allow-list, so it could not be read back. Add it with "
                 f"TrajectorySaver(allowed_types=[{name}]) or keep graph state to plain data"
+            )
+        if unreachable:
+            raise DefinitionError(
+                f"cannot checkpoint a value of type {unreachable[0]}: it could not be rebuilt "
+                "on read because that name cannot be imported. Define the class at module "
+                "level (not inside a function or another class)"
             )

@@ -127,23 +127,26 @@ class Store:
         with self._pool_lock:
             if self._pool:
                 return self._pool.pop()
+        conn: sqlite3.Connection | None = None
         try:
             if not self._ready:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = connect(self.path, self.durability)
-        except sqlite3.Error as exc:
-            raise database_error(self.path, exc) from None
-        except OSError as exc:
-            raise ConfigError(f"cannot open checkpoint database {self.path}: {exc}") from None
-        if not self._ready:
-            try:
+            if not self._ready:
                 with self.write_lock:
                     ensure_schema(conn, self.path)
-            except BaseException:
+                self._ready = True
+            return conn
+        except BaseException as exc:
+            if conn is not None:
                 conn.close()
-                raise
-            self._ready = True
-        return conn
+            if isinstance(exc, sqlite3.Error):
+                raise database_error(self.path, exc) from None
+            if isinstance(exc, UnicodeDecodeError):  # SQLite's message about a garbled file
+                raise database_error(self.path, sqlite3.DatabaseError("malformed")) from None
+            if isinstance(exc, OSError):
+                raise ConfigError(f"cannot open checkpoint database {self.path}: {exc}") from None
+            raise
 
     def _release(self, conn: sqlite3.Connection) -> None:
         if conn.in_transaction:
@@ -164,6 +167,8 @@ class Store:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise database_error(self.path, exc) from None
+        except UnicodeDecodeError:  # text SQLite could not hand back: a garbled file
+            raise database_error(self.path, sqlite3.DatabaseError("malformed")) from None
         finally:
             self._release(conn)
 

@@ -7,6 +7,7 @@ import json
 import random
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from os import PathLike
@@ -25,7 +26,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from ..errors import ConfigError
+from ..errors import AWorldGraphError, ConfigError, RuntimeFailure
 from . import _retention
 from ._read import CHECKPOINT_COLUMNS, materialize
 from ._schema import Durability
@@ -124,7 +125,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
-        with self._store.read() as conn:
+        with self._store.read() as conn, _decoding(self.path):
             if checkpoint_id:
                 row = conn.execute(
                     f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = ? "
@@ -169,11 +170,12 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        with self._store.read() as conn:
+        with self._store.read() as conn, _decoding(self.path):
             rows = conn.execute(sql, params).fetchall()
         for start in range(0, len(rows), _PAGE):
-            with self._store.read() as conn:
-                yield materialize(conn, rows[start : start + _PAGE], self.serde)
+            with self._store.read() as conn, _decoding(self.path):
+                page = materialize(conn, rows[start : start + _PAGE], self.serde)
+            yield page
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async :meth:`get_tuple` (runs in a worker thread)."""
@@ -394,6 +396,21 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async :meth:`prune`."""
         await self._run(self.prune, thread_ids, strategy=strategy)
+
+
+@contextmanager
+def _decoding(path: Path) -> Iterator[None]:
+    """Values that cannot be decoded mean a damaged file: say so, naming it."""
+    try:
+        yield
+    except AWorldGraphError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        raise RuntimeFailure(
+            f"checkpoint database {path} holds a value that cannot be decoded "
+            f"({type(exc).__name__}: {exc}); the file may be damaged. Check it with "
+            f"`sqlite3 {path} 'PRAGMA integrity_check'`, then restore a backup or move it aside"
+        ) from exc
 
 
 def _where(

@@ -1,0 +1,80 @@
+"""A corrupt, foreign or newer database file gives a clear error naming the file."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from aworld_graph.checkpoint import TrajectorySaver
+from aworld_graph.errors import ConfigError, RuntimeFailure
+
+from .conftest import ask, chat_graph
+
+CONFIG = {"configurable": {"thread_id": "t"}}
+
+
+def test_garbage_file(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.db"
+    path.write_bytes(b"this is not a database at all\n" * 200)
+    saver = TrajectorySaver(path)
+    with pytest.raises(ConfigError) as info:
+        saver.get_tuple(CONFIG)
+    message = str(info.value)
+    assert str(path) in message and "AWORLD_GRAPH_DB" in message
+    assert path.read_bytes().startswith(b"this is not")  # left untouched
+
+
+def test_foreign_sqlite_database(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    with pytest.raises(ConfigError, match="not an aworld-graph checkpoint store.*users"):
+        TrajectorySaver(path).put_writes(
+            {"configurable": {**CONFIG["configurable"], "checkpoint_ns": "", "checkpoint_id": "x"}},
+            [("a", 1)],
+            "task",
+        )
+
+
+def test_langgraph_sqlite_saver_database(tmp_path: Path) -> None:
+    path = tmp_path / "langgraph.db"
+    with SqliteSaver.from_conn_string(str(path)) as peer:
+        ask(chat_graph(peer), "t", "hello")
+    with pytest.raises(ConfigError, match="checkpoints"):
+        list(TrajectorySaver(path).list(None))
+
+
+async def test_newer_schema_and_async_path(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    TrajectorySaver(path).get_tuple(CONFIG)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE aworld_meta SET value = '999' WHERE key = 'schema_version'")
+    with pytest.raises(ConfigError, match="newer aworld-graph"):
+        await TrajectorySaver(path).aget_tuple(CONFIG)
+
+
+def test_damaged_pages(tmp_path: Path) -> None:
+    path = tmp_path / "damaged.db"
+    with TrajectorySaver(path) as saver:
+        app = chat_graph(saver)
+        for i in range(30):
+            ask(app, f"t{i % 3}", "x" * 2000)
+        saver.vacuum()
+    data = bytearray(path.read_bytes())
+    page = 4096
+    for start in range(2 * page, len(data), 3 * page):  # scribble over many pages
+        data[start + 8 : start + 600] = b"\xff" * 592
+    path.write_bytes(bytes(data))
+    saver = TrajectorySaver(path)
+    with pytest.raises((ConfigError, RuntimeFailure)) as info:
+        for i in range(3):
+            list(saver.list({"configurable": {"thread_id": f"t{i}"}}))
+    assert str(path) in str(info.value)
+
+
+def test_directory_instead_of_file(tmp_path: Path) -> None:
+    with pytest.raises((ConfigError, RuntimeFailure), match=str(tmp_path)):
+        TrajectorySaver(tmp_path).get_tuple(CONFIG)
