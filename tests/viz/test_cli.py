@@ -95,10 +95,9 @@ def _cwd_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_workflow_files_are_targets() -> None:
+    from .snapshot import DIR
     from .test_topology import WORKFLOWS
 
-    for path in WORKFLOWS:
-        from aworld_graph.spec import load_workflow
-
+    for path in WORKFLOWS[:1]:  # the snapshot tests cover every workflow; this covers the CLI
         code, out, err = invoke(str(path.relative_to(Path.cwd())), "--format", "mermaid")
-        assert code == 0 and out == to_mermaid(load_workflow(path)), err
+        assert code == 0 and out == (DIR / f"workflow_{path.stem}.mmd").read_text(), err
