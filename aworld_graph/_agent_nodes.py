@@ -245,6 +245,7 @@ class AgentRuntime:
                 + "; raise max_steps (Agent.max_steps or TaskConfig.max_steps) and run again",
                 "trace": {
                     "kind": "limit",
+                    "at": time.time(),
                     "node": self.name,
                     "agent": self.name,
                     "step": step,
@@ -293,6 +294,7 @@ class AgentRuntime:
         message = {**_assistant_message(response), "_agent": self.name, "_turn": turn}
         record = {
             "kind": "llm",
+            "at": time.time(),
             "node": self.name,
             "agent": self.name,
             "step": step,

@@ -8,6 +8,7 @@ real state at run time.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -131,6 +132,7 @@ def _nested_node(swarm_node: Swarm) -> Callable[..., Any]:
         step = int((config.get("metadata") or {}).get("langgraph_step", 0))
         record = {
             "kind": "swarm",
+            "at": time.time(),
             "node": swarm_node.name,
             "agent": swarm_node.name,
             "step": step,

@@ -67,26 +67,22 @@ def run_config(task: Task, graph: BuiltGraph) -> RunnableConfig:
 
 async def _checkpoint_chain(
     checkpointer: BaseCheckpointSaver[Any] | None, config: RunnableConfig, head: str | None
-) -> dict[int, tuple[str, str]]:
-    """Superstep → (checkpoint id, created_at) along the current branch of the thread."""
+) -> dict[int, str]:
+    """Superstep → checkpoint id along the current branch of the thread (read from storage)."""
     if checkpointer is None or head is None:
         return {}
-    by_id: dict[str, tuple[int, str, str | None]] = {}
+    by_id: dict[str, tuple[int, str | None]] = {}
     thread = {
         "configurable": {"thread_id": config["configurable"]["thread_id"], "checkpoint_ns": ""}
     }
     async for tup in checkpointer.alist(thread):
         parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
-        by_id[tup.config["configurable"]["checkpoint_id"]] = (
-            int(tup.metadata.get("step", -1)),
-            tup.checkpoint["ts"],
-            parent,
-        )
-    chain: dict[int, tuple[str, str]] = {}
+        by_id[tup.config["configurable"]["checkpoint_id"]] = (int(tup.metadata.get("step", -1)), parent)
+    chain: dict[int, str] = {}
     current: str | None = head
     while current is not None and current in by_id:
-        step, ts, parent = by_id[current]
-        chain.setdefault(step, (current, ts))
+        step, parent = by_id[current]
+        chain.setdefault(step, current)
         current = parent
     return chain
 
@@ -98,31 +94,43 @@ async def respond(
     *,
     started: float,
     error: str | None = None,
+    finished: dict[str, Any] | None = None,
+    chain: dict[int, str] | None = None,
 ) -> TaskResponse:
-    """Read the thread's latest state and turn it into a :class:`TaskResponse`."""
-    snapshot = await graph.aget_state(config)
-    values: dict[str, Any] = dict(snapshot.values or {})
-    head = (snapshot.config or {}).get("configurable", {}).get("checkpoint_id")
-    step = int((snapshot.metadata or {}).get("step", 0))
+    """Turn the thread's latest state into a :class:`TaskResponse`.
+
+    ``finished`` is the last checkpoint event of a run that just ended normally (then the state
+    is not read back); ``chain`` maps the supersteps of this call to their checkpoint ids.
+    """
+    if finished is not None:
+        values: dict[str, Any] = dict(finished["values"] or {})
+        head = finished["config"]["configurable"]["checkpoint_id"]
+        step = int(finished["metadata"].get("step", 0))
+        tasks: list[Any] = []
+        pending: list[Any] = []
+        next_nodes: list[str] = []
+    else:
+        snapshot = await graph.aget_state(config)
+        values = dict(snapshot.values or {})
+        head = (snapshot.config or {}).get("configurable", {}).get("checkpoint_id")
+        step = int((snapshot.metadata or {}).get("step", 0))
+        tasks = list(snapshot.tasks)
+        pending = list(snapshot.interrupts)
+        next_nodes = list(snapshot.next)
     failures = [
-        {
-            "node": t.name,
-            "error": repr(t.error) if not isinstance(t.error, str) else t.error,
-            "step": step + 1,
-            "checkpoint_id": head,
-        }
-        for t in snapshot.tasks
+        {"node": t.name, "error": repr(t.error) if not isinstance(t.error, str) else t.error, "step": step + 1, "checkpoint_id": head}
+        for t in tasks
         if t.error is not None
     ]
     if error and not failures:
         failures = [{"node": None, "error": error, "step": step + 1, "checkpoint_id": head}]
-    interrupts = [{"id": i.id, "value": i.value} for i in snapshot.interrupts]
+    interrupts = [{"id": i.id, "value": i.value} for i in pending]
     status = values.get("status") or "running"
     if error or failures:
         status = "error"
     elif interrupts:
         status = "interrupted"
-    elif snapshot.next:
+    elif next_nodes:
         status = "running"
     elif status == "running":
         status = "finished"
@@ -133,11 +141,11 @@ async def respond(
     }.get(status)
     if msg and status in ("error", "max_steps"):
         msg += f" (resume with Runners.resume({task.id!r}, ...) or `aworld-graph resume {task.id}`)"
-    checkpoints = await _checkpoint_chain(
-        graph.checkpointer if isinstance(graph.checkpointer, BaseCheckpointSaver) else None,
-        config,
-        head,
-    )
+    steps_needed = {int(r.get("step", -1)) for r in values.get("trace") or [] if not r.get("thread_id")}
+    checkpoints = dict(chain or {})
+    if not steps_needed <= set(checkpoints):  # steps of an earlier call: walk the stored chain
+        saver = graph.checkpointer if isinstance(graph.checkpointer, BaseCheckpointSaver) else None
+        checkpoints = {**await _checkpoint_chain(saver, config, head), **checkpoints}
     trajectory = build_trajectory(
         values,
         task_id=task.id,
@@ -202,7 +210,8 @@ async def drive(
     started = time.perf_counter()
     compiled = graph.compile(checkpointer)
     config = run_config(task, graph)
-    snapshot = await compiled.aget_state(config) if checkpointer is not None else None
+    snapshot = None if task._new_thread or checkpointer is None else await compiled.aget_state(config)
+    task._new_thread = False  # from now on the thread exists
     fresh = snapshot is None or not snapshot.values
     payload: Any
     if resume is not None:
@@ -221,9 +230,11 @@ async def drive(
         if snapshot is not None and not snapshot.next:
             return await respond(task, compiled, config, started=started), {}
         payload = None
-    modes: list[str] = ["updates"] + (["custom", "tasks"] if events is not None else [])
+    modes: list[str] = ["updates", "checkpoints"] + (["custom", "tasks"] if events is not None else [])
     updates: dict[str, Any] = {}
     error: str | None = None
+    chain: dict[int, str] = {}
+    last: dict[str, Any] = {}
 
     async def loop() -> None:
         async for mode, chunk in compiled.astream(
@@ -235,6 +246,10 @@ async def drive(
         ):
             if mode == "updates":
                 updates.update(chunk if isinstance(chunk, dict) else {})
+            elif mode == "checkpoints":
+                last.clear()
+                last.update(chunk)
+                chain[int(chunk["metadata"].get("step", -1))] = chunk["config"]["configurable"]["checkpoint_id"]
             elif events is not None:
                 _forward(mode, chunk, events)
 
@@ -249,7 +264,8 @@ async def drive(
         error = f"the run timed out after {task.conf.timeout}s"
     except Exception as exc:  # recorded and reported; the run stays resumable
         error = f"{type(exc).__name__}: {exc}"
-    response = await respond(task, compiled, config, started=started, error=error)
+    finished = last if (error is None and last and not last.get("next")) else None
+    response = await respond(task, compiled, config, started=started, error=error, finished=finished, chain=chain)
     return response, updates
 
 

@@ -50,12 +50,13 @@ class BuiltGraph:
         return self._compiled[key]
 
     async def aclose(self) -> None:
-        """Close model connections and tool sessions (MCP) opened by this graph's agents."""
+        """Close the tool sessions (MCP servers) opened by this graph's agents.
+
+        Model clients stay open for reuse; they close when their event loop shuts down."""
         for runtime in self.runtimes.values():
-            for owner in (runtime.provider, runtime.model):
-                close = getattr(owner, "aclose", None)
-                if close is not None:
-                    await close()
+            close = getattr(runtime.provider, "aclose", None)
+            if close is not None:
+                await close()
 
 
 @runtime_checkable

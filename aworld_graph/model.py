@@ -16,7 +16,7 @@ import functools
 import os
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -120,6 +120,14 @@ class ChatModel(Protocol):
         ...
 
 
+async def _close_at_shutdown(client: openai.AsyncOpenAI) -> AsyncIterator[None]:
+    """Suspended until its loop shuts down its async generators; then closes ``client``."""
+    try:
+        yield
+    finally:
+        await client.close()
+
+
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """One TLS context per process: building one per client costs ~25 ms."""
@@ -181,6 +189,7 @@ class OpenAIModel:
         self._own_client = client is None
         self._client = client
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._keeper: AsyncIterator[None] | None = None
         self._client_args: dict[str, Any] = {
             "api_key": api_key or "not-needed",
             "base_url": base_url,
@@ -188,8 +197,13 @@ class OpenAIModel:
             "timeout": timeout,
         }
 
-    def _current_client(self) -> openai.AsyncOpenAI:
-        """The client for the running event loop (``sync_run`` starts a new loop each time)."""
+    async def _current_client(self) -> openai.AsyncOpenAI:
+        """The client for the running event loop (``sync_run`` starts a new loop each time).
+
+        The client lives as long as its loop: an async generator registered with the loop closes
+        it when the loop shuts down (``asyncio.run`` and pytest-asyncio call
+        ``loop.shutdown_asyncgens()``), so runs reuse one connection pool.
+        """
         if not self._own_client:
             assert self._client is not None
             return self._client
@@ -198,6 +212,8 @@ class OpenAIModel:
             http = openai.DefaultAsyncHttpxClient(verify=_ssl_context())
             self._client = openai.AsyncOpenAI(http_client=http, **self._client_args)
             self._client_loop = loop
+            self._keeper = _close_at_shutdown(self._client)
+            await self._keeper.__anext__()
         return self._client
 
     async def aclose(self) -> None:
@@ -207,9 +223,6 @@ class OpenAIModel:
                 await self._client.close()
             self._client = None
             self._client_loop = None
-
-    def __repr__(self) -> str:  # never shows the key
-        return f"OpenAIModel(model={self.name!r}, base_url={self.base_url!r})"
 
     async def complete(
         self,
@@ -233,7 +246,7 @@ class OpenAIModel:
             if on_token is not None:
                 response = await self._stream(kwargs, on_token)
             else:
-                completion = await self._current_client().chat.completions.create(**kwargs)
+                completion = await (await self._current_client()).chat.completions.create(**kwargs)
                 response = _from_completion(completion)
         except openai.APIStatusError as exc:
             raise ModelError(
@@ -256,7 +269,7 @@ class OpenAIModel:
 
     async def _stream(self, kwargs: dict[str, Any], on_token: TokenCallback) -> ModelResponse:
         kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
-        stream = await self._current_client().chat.completions.create(**kwargs)
+        stream = await (await self._current_client()).chat.completions.create(**kwargs)
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         usage = Usage()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -156,6 +157,7 @@ class Critic:
         }
         record = {
             "kind": "critic",
+            "at": time.time(),
             "node": self.name,
             "agent": self.name,
             "step": step,
@@ -256,6 +258,7 @@ class Human:
             "outputs": {self.name: value},
             "trace": {
                 "kind": "human",
+                "at": time.time(),
                 "node": self.name,
                 "agent": self.name,
                 "step": _step(config),
@@ -305,6 +308,7 @@ class Node:
             update.setdefault("answer", output if isinstance(output, str) else json.dumps(output))
         record = {
             "kind": "node",
+            "at": time.time(),
             "node": self.name,
             "agent": self.name,
             "step": _step(config),

@@ -28,8 +28,8 @@ class Task:
     """…or a swarm (exactly one of the two)."""
     conf: TaskConfig = field(default_factory=TaskConfig)
     """Run settings (``max_steps``, ``run_mode``…)."""
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    """Task id; also the checkpoint thread id, so a run can be resumed by it."""
+    id: str = ""
+    """Task id (random when empty); also the checkpoint thread id, so a run can be resumed by it."""
     session_id: str | None = None
     """Groups tasks of one conversation (kept in run metadata)."""
     name: str | None = None
@@ -40,6 +40,10 @@ class Task:
     """Free-form tags, kept in the run's checkpoint metadata (no secrets)."""
 
     def __post_init__(self) -> None:
+        self._new_thread = not self.id
+        """A generated id names a thread nobody has written yet (the runner skips a read)."""
+        if not self.id:
+            self.id = uuid.uuid4().hex
         if (self.agent is None) == (self.swarm is None):
             raise DefinitionError(
                 f"task {self.id}: give exactly one of agent= or swarm= "

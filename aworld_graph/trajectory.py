@@ -15,6 +15,7 @@ from critic scores and rewards attached through ``Runners.step``/``Runners.rewar
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = ["build_trajectory", "usage_of"]
@@ -53,13 +54,13 @@ def build_trajectory(
     task_id: str,
     task_name: str | None = None,
     session_id: str | None = None,
-    checkpoints: Mapping[int, tuple[str, str]] | None = None,
+    checkpoints: Mapping[int, str] | None = None,
     carry_context: bool = True,
     errors: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """AWorld trajectory items from a run's state values.
 
-    ``checkpoints`` maps a superstep number to ``(checkpoint_id, created_at)`` of the
+    ``checkpoints`` maps a superstep number to the ``checkpoint_id`` of the
     checkpoint written after it; ``errors`` are failures pending on the latest checkpoint.
     """
     trace: list[dict[str, Any]] = list(values.get("trace") or [])
@@ -98,9 +99,9 @@ def build_trajectory(
         last_step = (
             max(s for s in steps if s is not None) if any(s is not None for s in steps) else None
         )
-        checkpoint_id, created_at = (
-            checkpoints.get(last_step, (None, None)) if last_step is not None else (None, None)
-        )
+        checkpoint_id = checkpoints.get(last_step) if last_step is not None else None
+        at = record.get("at")
+        created_at = datetime.fromtimestamp(at, UTC).isoformat() if isinstance(at, (int, float)) else None
         outputs = [
             {
                 k: r.get(k)
