@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ._inspect import ThreadSummary, TransitionRow
 from ._schema import Durability
 from ._secrets import strip_secrets
 from ._serde import StrictSerializer
@@ -21,6 +22,8 @@ from .saver import TrajectorySaver
 __all__ = [
     "TrajectorySaver",
     "Durability",
+    "ThreadSummary",
+    "TransitionRow",
     "StrictSerializer",
     "strip_secrets",
     "default_db_path",

@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import (
 
 from ..errors import AWorldGraphError, ConfigError, RuntimeFailure
 from . import _retention
+from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
 from ._read import CHECKPOINT_COLUMNS, materialize
 from ._schema import Durability
 from ._secrets import strip_secrets
@@ -176,6 +177,16 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             with self._store.read() as conn, _decoding(self.path):
                 page = materialize(conn, rows[start : start + _PAGE], self.serde)
             yield page
+
+    def threads(self, limit: int | None = None) -> list[ThreadSummary]:
+        """The threads in the database, most recently active first."""
+        with self._store.read() as conn:
+            return thread_summaries(conn, limit)
+
+    def transitions(self, thread_id: str, checkpoint_ns: str = "") -> list[TransitionRow]:
+        """A thread's rows of the ``trajectory`` view, oldest first, forks included."""
+        with self._store.read() as conn, _decoding(self.path):
+            return transitions(conn, str(thread_id), checkpoint_ns)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async :meth:`get_tuple` (runs in a worker thread)."""
