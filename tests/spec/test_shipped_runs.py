@@ -32,18 +32,29 @@ def last_user_text(messages: list[dict[str, Any]]) -> str:
     return next(m["content"] for m in reversed(messages) if m["role"] == "user")
 
 
-async def test_math_solver_retries_until_the_critic_sees_a_number(saver: Any) -> None:
-    solver = ScriptedModel([
-        "I am not sure.",
-        tool_call("calculator", {"expression": "17*23"}),
-        "17*23 = 391",
-    ])
+async def test_math_solver_retries_until_the_critic_sees_the_calculators_result(saver: Any) -> None:
+    seen: list[str] = []
+
+    def second_try(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        seen.append(last_user_text(messages))
+        return "Sorry: 17*23 = 391"
+
+    solver = ScriptedModel([tool_call("calculator", {"expression": "17*23"}), "17*23 = 409", second_try])
     swarm = load_workflow("workflows/math.yaml", models={"solver": solver})
     response = await Runners.run("What is 17*23?", swarm=swarm, checkpointer=saver)
-    assert response.answer == "17*23 = 391"
+    assert response.answer == "Sorry: 17*23 = 391"
     assert [r["status"] for r in response.state["rewards"]] == ["retry", "pass"]
-    assert order(response) == ["solver", "answer_checker", "solver", "solver__tools", "solver", "answer_checker"]
+    assert "does not state the result the calculator returned" in seen[0]
+    assert order(response) == ["solver", "solver__tools", "solver", "answer_checker", "solver", "answer_checker"]
     assert any(m["role"] == "tool" and m["content"] == "391" for m in response.state["messages"])
+
+
+async def test_math_critic_asks_for_a_number_when_there_is_none(saver: Any) -> None:
+    solver = ScriptedModel(["I am not sure.", "I still do not know."])
+    swarm = load_workflow("workflows/math.yaml", models={"solver": solver})
+    response = await Runners.run("What is 17*23?", swarm=swarm, checkpointer=saver)
+    assert [r["status"] for r in response.state["rewards"]] == ["retry", "max_rounds"]  # max_rounds: 2
+    assert response.answer == "I still do not know."
 
 
 async def test_research_team_hands_off_and_searches_files_over_mcp(saver: Any) -> None:
