@@ -21,6 +21,7 @@ objects differ per tool); TRL's trainers accept ``tools`` as a JSON string.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -272,7 +273,7 @@ def _dedup_key(fmt: str, row: dict[str, Any]) -> Any:
         return (row["data_source"], row["prompt"], row["reward_model"]["ground_truth"])
     if fmt == "trl-reward":
         return (row["prompt"], row["completion"], row["reward"])
-    return row
+    return None
 
 
 FORMATS: dict[str, Callable[..., Rows]] = {
@@ -287,6 +288,12 @@ FORMATS: dict[str, Callable[..., Rows]] = {
 """Format name → row builder ``fn(runs, per=..., agent=...)``."""
 
 
-def dedup_key(fmt: str, row: dict[str, Any]) -> str:
-    """Rows with equal keys are duplicates (ids and timings left out where they vary)."""
-    return json.dumps(_dedup_key(fmt, row), sort_keys=True, ensure_ascii=False, default=str)
+def dedup_key(fmt: str, row: dict[str, Any], text: str | None = None) -> bytes:
+    """Rows with equal keys are duplicates (ids and timings left out where they vary);
+    ``text`` is the row's JSON when the caller has it already."""
+    key = _dedup_key(fmt, row)
+    if key is None:
+        data = text if text is not None else json.dumps(row, ensure_ascii=False, default=str)
+    else:
+        data = json.dumps(key, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.blake2b(data.encode(), digest_size=16).digest()

@@ -9,6 +9,7 @@ OpenAI samples that break the format's rules are left out and counted.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import IO, Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ..checkpoint import strip_secrets
+from ..checkpoint._secrets import is_secret_key
 from ..errors import ConfigError
 from .formats import FORMATS, dedup_key
 from .runs import Run, RunFilter, list_threads, load_run, open_saver
@@ -61,9 +63,74 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def _dumps(row: dict[str, Any]) -> str:
+    return json.dumps(row, ensure_ascii=False, default=_json_default)
+
+
+# strip_secrets changes a row when a key names a credential, when an MCP server entry has an
+# ``env``, or when a string value looks like a credential. Rows are checked for that on their
+# JSON text first (values: looser than strip_secrets' own patterns; keys: exactly, through
+# the parser, when a key-like word is there at all), so only rows that may hold a secret pay
+# for the full walk.
+_KEY_WORDS = (
+    "api_key",
+    "api-key",
+    "apikey",
+    "secret",
+    "passw",
+    "authoriz",
+    "credential",
+    "token",
+    '"env"',
+)
+_COUNTERS = ('"prompt_tokens":', '"completion_tokens":', '"total_tokens":')
+_SK = re.compile(r"sk-[a-z0-9_\-]{12,}")
+_MCP_KEYS = frozenset({"command", "args", "url", "transport"})
+
+
+def _secret_keys(text: str) -> bool:
+    found = False
+
+    def hook(pairs: list[tuple[str, Any]]) -> None:
+        nonlocal found
+        if found:
+            return
+        keys = [k for k, _ in pairs]
+        if any(is_secret_key(k) for k in keys) or (
+            "env" in keys and not _MCP_KEYS.isdisjoint(keys)
+        ):
+            found = True
+
+    json.loads(text, object_pairs_hook=hook)
+    return found
+
+
+def _suspect(text: str) -> bool:
+    low = text.lower()
+    if "bearer" in low or "basic" in low or ("sk-" in low and _SK.search(low)):
+        return True
+    for counter in _COUNTERS:
+        low = low.replace(counter, "")
+    return any(word in low for word in _KEY_WORDS) and _secret_keys(text)
+
+
+def scrubbed(row: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """``row`` without secrets (see :func:`~aworld_graph.checkpoint.strip_secrets`), and its
+    JSON text."""
+    text = _dumps(row)
+    if _suspect(text):
+        row = strip_secrets(row)
+        text = _dumps(row)
+    return row, text
+
+
 def write_rows(rows: Iterable[dict[str, Any]], out: str | PathLike[str]) -> int:
-    """Write ``rows`` to ``out`` as JSONL, a JSON array or Parquet (by suffix); the count."""
-    path = Path(out)
+    """Write ``rows`` (secrets stripped) to ``out`` as JSONL, a JSON array or Parquet (by
+    suffix); returns the count."""
+    return _write((scrubbed(row) for row in rows), Path(out))
+
+
+def _write(rows: Iterable[tuple[dict[str, Any], str]], path: Path) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     suffix = path.suffix.lower()
     if suffix == ".parquet":
@@ -75,15 +142,14 @@ def write_rows(rows: Iterable[dict[str, Any]], out: str | PathLike[str]) -> int:
                 f"writing {path} needs pyarrow: pip install pyarrow (or the 'train' extra), "
                 "or export to .jsonl"
             ) from None
-        table_rows = list(rows)
+        table_rows = [row for row, _ in rows]
         pq.write_table(pa.Table.from_pylist(table_rows), path)
         return len(table_rows)
     count = 0
     with open(path, "w", encoding="utf-8") as fh:
         if suffix == ".json":
             fh.write("[")
-        for row in rows:
-            text = json.dumps(row, ensure_ascii=False, default=_json_default)
+        for _, text in rows:
             if suffix == ".json":
                 fh.write(("," if count else "") + "\n" + text)
             else:
@@ -187,10 +253,10 @@ def _export(
                 report.runs += 1
                 yield run
 
-    def rows() -> Iterator[dict[str, Any]]:
-        seen: set[str] = set()
-        for row in FORMATS[format](runs(), per=per, agent=f.agent):
-            row = strip_secrets(row)
+    def rows() -> Iterator[tuple[dict[str, Any], str]]:
+        seen: set[bytes] = set()
+        for raw in FORMATS[format](runs(), per=per, agent=f.agent):
+            row, text = scrubbed(raw)
             if format == "openai":
                 problems = validate_openai(row)
                 if problems:
@@ -199,15 +265,15 @@ def _export(
                         report.problems.append("; ".join(problems[:3]))
                     continue
             if dedup:
-                key = dedup_key(format, row)
+                key = dedup_key(format, row, text)
                 if key in seen:
                     report.duplicates += 1
                     continue
                 seen.add(key)
-            yield row
+            yield row, text
 
     try:
-        report.rows = write_rows(rows(), out)
+        report.rows = _write(rows(), Path(out))
     finally:
         bar.close()
     return report

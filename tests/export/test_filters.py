@@ -114,3 +114,26 @@ def test_a_missing_database_is_a_clear_error(tmp_path: Path) -> None:
         export("openai", tmp_path / "x.jsonl", db=tmp_path / "missing.db")
     with pytest.raises(ConfigError, match="unknown export format 'csv'"):
         export("csv", tmp_path / "x.jsonl", db=tmp_path / "missing.db")
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"messages": [{"role": "user", "content": "hi"}], "usage": {"prompt_tokens": 3, "total_tokens": 4}},
+        {"a": {"b": [{"api_key": "x", "keep": 1}]}},
+        {"Authorization": "x", "max_tokens": 5, "access_token": "y"},
+        {"server": {"command": "npx", "env": {"X": "1"}}, "env": "not an mcp entry"},
+        {"text": "  Bearer abc.def"},
+        {"text": "line\nsk-ABCDEFGHIJKLMNOP"},
+        {"text": "the basic idea"},
+        {'we"ird_api_key': "x"},
+        {"tools": '{"api_key": "sk-abcdefghijklmnop"}'},
+    ],
+)
+def test_the_fast_secret_check_agrees_with_strip_secrets(row: dict[str, object]) -> None:
+    from aworld_graph.checkpoint import strip_secrets
+    from aworld_graph.export.writer import scrubbed
+
+    clean, text = scrubbed(row)
+    assert clean == strip_secrets(row)
+    assert json.loads(text) == clean

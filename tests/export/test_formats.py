@@ -217,7 +217,10 @@ def test_verl_parquet_has_the_columns_verl_reads(runs_db: Path, tmp_path: Path) 
 
 def test_aworld_items_have_state_action_reward(runs_db: Path, tmp_path: Path) -> None:
     items = rows_for(
-        runs_db, tmp_path, "aworld", filter=RunFilter(threads=["tools", "q.r0", "q.r1"])
+        runs_db,
+        tmp_path,
+        "aworld",
+        filter=RunFilter(threads=["tools", "q.r0", "q.r1", "q.r2", "q.r3"]),
     )
     tools = [i for i in items if i["meta"]["thread_id"] == "tools"]
     assert [i["id"] for i in tools] == ["tools_1", "tools_2"]
@@ -227,7 +230,7 @@ def test_aworld_items_have_state_action_reward(runs_db: Path, tmp_path: Path) ->
     assert first["reward"]["tool_outputs"][0]["content"] == "5"
     assert first["meta"]["checkpoint_id"] and first["meta"]["execute_time"]
     scored = [i for i in items if i["meta"]["thread_id"].startswith("q.")]
-    assert sorted(i["reward"]["score"] for i in scored) == [0.0, 1.0]
+    assert sorted(i["reward"]["score"] for i in scored) == [0.0, 0.0, 1.0, 1.0]
     assert {i["reward"]["status"] for i in scored} == {"pass", "fail"}
 
 
