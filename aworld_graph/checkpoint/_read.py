@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple, PendingWrite
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ._blobs import DELTA, EMPTY, array_header, split_array
@@ -23,7 +24,7 @@ try:  # orjson ships with langsmith; the stdlib parser is the fallback
 except ImportError:  # pragma: no cover
     _json_loads = json.loads
 
-__all__ = ["CHECKPOINT_COLUMNS", "materialize", "load_versions"]
+__all__ = ["CHECKPOINT_COLUMNS", "Page", "fetch", "load_versions"]
 
 
 CHECKPOINT_COLUMNS = (
@@ -93,19 +94,17 @@ def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     }
 
 
-def materialize(
+def fetch(
     conn: sqlite3.Connection, rows: Sequence[CheckpointRow], serde: SerializerProtocol
-) -> list[CheckpointTuple]:
-    """Full tuples (values and pending writes) for ``rows``, in the same order."""
-    if not rows:
-        return []
-    loads = serde.loads_typed
-    skeletons = [loads(("msgpack", row[4])) for row in rows]
+) -> Page:
+    """Everything the tuples of ``rows`` need, still serialized: two batched queries per
+    thread/namespace (blob rows by version range, pending writes by id range)."""
+    skeletons = [serde.loads_typed(("msgpack", row[4])) for row in rows]
     scopes: dict[tuple[str, str], list[int]] = {}
     for i, row in enumerate(rows):
         scopes.setdefault((row[0], row[1]), []).append(i)
-    values: list[dict[str, Any]] = [{} for _ in rows]
-    writes: list[list[PendingWrite]] = [[] for _ in rows]
+    values: list[list[tuple[str, tuple[str, bytes]]]] = [[] for _ in rows]
+    writes: list[list[tuple[str, str, str, bytes]]] = [[] for _ in rows]
     for (thread_id, ns), members in scopes.items():
         need: dict[tuple[str, str], None] = {}
         for i in members:
@@ -113,34 +112,47 @@ def materialize(
                 need[(ch, str(ver))] = None
         typed = _fetch_values(conn, thread_id, ns, list(need))
         for i in members:
-            out = values[i]
+            found = values[i]
             for ch, ver in skeletons[i]["channel_versions"].items():
-                found = typed.get((ch, str(ver)))
-                if found is not None:
-                    out[ch] = loads(found)
+                value = typed.get((ch, str(ver)))
+                if value is not None:
+                    found.append((ch, value))
         ids = {rows[i][2]: i for i in members}
         for checkpoint_id, task_id, channel, type_, value in conn.execute(
             _WRITES_SQL, (thread_id, ns, min(ids), max(ids))
         ):
             i = ids.get(checkpoint_id)
             if i is not None:
-                writes[i].append((task_id, channel, loads((type_, value))))
-    out_tuples: list[CheckpointTuple] = []
-    for i, row in enumerate(rows):
-        thread_id, ns, checkpoint_id, parent_id, _, metadata = row
-        skel = skeletons[i]
-        skel["id"] = checkpoint_id
-        skel["channel_values"] = values[i]
-        out_tuples.append(
-            CheckpointTuple(
+                writes[i].append((task_id, channel, type_, value))
+    return Page(list(rows), skeletons, values, writes)
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Fetched, not yet decoded: values are decoded one tuple at a time, so a long history
+    never holds more decoded state than the caller keeps."""
+
+    rows: list[CheckpointRow]
+    skeletons: list[dict[str, Any]]
+    values: list[list[tuple[str, tuple[str, bytes]]]]
+    writes: list[list[tuple[str, str, str, bytes]]]
+
+    def tuples(self, serde: SerializerProtocol) -> Iterator[CheckpointTuple]:
+        """The checkpoint tuples, in row order."""
+        loads = serde.loads_typed
+        for row, skel, values, writes in zip(
+            self.rows, self.skeletons, self.values, self.writes, strict=True
+        ):
+            thread_id, ns, checkpoint_id, parent_id, _, metadata = row
+            skel["id"] = checkpoint_id
+            skel["channel_values"] = {ch: loads(typed) for ch, typed in values}
+            yield CheckpointTuple(
                 _config(thread_id, ns, checkpoint_id),
                 skel,  # type: ignore[arg-type]
                 _json_loads(metadata) if metadata else {},
                 _config(thread_id, ns, parent_id) if parent_id else None,
-                writes[i],
+                [(task, ch, loads((type_, value))) for task, ch, type_, value in writes],
             )
-        )
-    return out_tuples
 
 
 def _fetch_values(

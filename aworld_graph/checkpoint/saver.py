@@ -29,7 +29,7 @@ from langgraph.checkpoint.base import (
 from ..errors import AWorldGraphError, ConfigError, RuntimeFailure
 from . import _retention
 from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
-from ._read import CHECKPOINT_COLUMNS, materialize
+from ._read import CHECKPOINT_COLUMNS, Page, fetch
 from ._schema import Durability
 from ._secrets import strip_secrets
 from ._serde import StrictSerializer
@@ -141,7 +141,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
                 ).fetchone()
             if row is None:
                 return None
-            return materialize(conn, [row], self.serde)[0]
+            page = fetch(conn, [row], self.serde)
+        with _decoding(self.path):
+            return next(page.tuples(self.serde))
 
     def list(
         self,
@@ -157,7 +159,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         metadata keys.
         """
         for page in self._pages(config, filter, before, limit):
-            yield from page
+            with _decoding(self.path):
+                yield from page.tuples(self.serde)
 
     def _pages(
         self,
@@ -165,7 +168,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         filter: dict[str, Any] | None,
         before: RunnableConfig | None,
         limit: int | None,
-    ) -> Iterator[list[CheckpointTuple]]:
+    ) -> Iterator[Page]:
         where, params = _where(config, filter, before)
         sql = f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints {where} ORDER BY checkpoint_id DESC"
         if limit is not None:
@@ -175,7 +178,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             rows = conn.execute(sql, params).fetchall()
         for start in range(0, len(rows), _PAGE):
             with self._store.read() as conn, _decoding(self.path):
-                page = materialize(conn, rows[start : start + _PAGE], self.serde)
+                page = fetch(conn, rows[start : start + _PAGE], self.serde)
             yield page
 
     def threads(self, limit: int | None = None) -> list[ThreadSummary]:
@@ -203,8 +206,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """Async :meth:`list`: pages are fetched in a worker thread."""
         pages = await self._run(self._pages, config, filter, before, limit)
         while (page := await self._run(next, pages, None)) is not None:
-            for item in page:
-                yield item
+            with _decoding(self.path):
+                for item in page.tuples(self.serde):
+                    yield item
 
     # -- writing ---------------------------------------------------------------------------
 

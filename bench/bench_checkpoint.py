@@ -1,0 +1,397 @@
+"""TrajectorySaver against langgraph-checkpoint-sqlite, same graphs, same process.
+
+    python bench/bench_checkpoint.py            # full sizes
+    python bench/bench_checkpoint.py --quick    # seconds
+
+Rows: ``name``, ``ours``, ``peer``, ``ratio`` (ours / peer) and ``goal`` (the ratio to beat).
+
+* db size: file size (WAL checkpointed) after a long chat thread.
+* per-step cost: what the saver adds per step of a 100-node chain — wall time with the saver
+  minus wall time with a saver that stores nothing (so LangGraph's own checkpointing work,
+  the same for every saver, is not counted).
+* list(): iterate every checkpoint of one long thread.
+* concurrent runs: wall time of N concurrent runs with a 50 ms "LLM call", checkpoints on
+  vs no checkpointer.
+
+Times are the best of ``Sizes.repeats`` runs, taken in turn (ours, peer, ours, …).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import operator
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from aworld_graph.checkpoint import TrajectorySaver
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Workload sizes."""
+
+    turns: int = 200
+    """Turns of the message thread (a)."""
+    chain: int = 100
+    """Nodes of the chain graph (b)."""
+    chain_runs: int = 5
+    """Runs of the chain graph per saver (b)."""
+    history: int = 10_000
+    """Checkpoints of the history thread (c)."""
+    concurrent: int = 1_000
+    """Concurrent runs (d)."""
+    history_messages: int = 2_000
+    """Checkpoints of the history thread whose message list grows each step (c')."""
+    repeats: int = 3
+    """Repetitions of the timed workloads; the best time counts."""
+
+
+QUICK = Sizes(
+    turns=60,
+    chain=100,
+    chain_runs=2,
+    history=1_000,
+    concurrent=200,
+    history_messages=300,
+    repeats=1,
+)
+
+
+class ChatState(TypedDict):
+    messages: Annotated[list, add_messages]
+
+
+class DictChatState(TypedDict):
+    messages: Annotated[list, operator.add]
+
+
+class ChainState(TypedDict):
+    count: int
+    messages: Annotated[list, operator.add]
+
+
+class LoopState(TypedDict):
+    n: int
+
+
+class GrowState(TypedDict):
+    n: int
+    messages: Annotated[list, operator.add]
+
+
+def _sqlite_saver(path: Path, stack: ExitStack) -> SqliteSaver:
+    conn = stack.enter_context(sqlite3.connect(str(path), check_same_thread=False))
+    return SqliteSaver(conn)
+
+
+def _ours(path: Path, stack: ExitStack, durability: str = "normal") -> TrajectorySaver:
+    return stack.enter_context(TrajectorySaver(path, durability=durability))  # type: ignore[arg-type]
+
+
+def _file_size(path: Path) -> int:
+    with sqlite3.connect(str(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+# -- (a) database size of a long conversation -------------------------------------------------
+
+
+def _chat_graph(state: type, saver: BaseCheckpointSaver) -> Any:
+    reply = "Sure. " + "Here is a detailed answer with several sentences of content. " * 5
+
+    def chat(s: Any) -> dict[str, Any]:
+        return {"messages": [{"role": "assistant", "content": f"{reply} ({len(s['messages'])})"}]}
+
+    g = StateGraph(state)
+    g.add_node("chat", chat)
+    g.add_edge(START, "chat")
+    g.add_edge("chat", END)
+    return g.compile(checkpointer=saver)
+
+
+def bench_size(tmp: Path, sizes: Sizes, state: type, label: str) -> dict[str, Any]:
+    question = "Please explain the following topic in some depth, with examples: " * 2
+    out: dict[str, int] = {}
+    for name, factory in (("ours", _ours), ("peer", _sqlite_saver)):
+        path = tmp / f"size-{label}-{name}.db"
+        with ExitStack() as stack:
+            app = _chat_graph(state, factory(path, stack))
+            cfg = {"configurable": {"thread_id": "chat"}}
+            for i in range(sizes.turns):
+                app.invoke({"messages": [{"role": "user", "content": f"{question} #{i}"}]}, cfg)
+        out[name] = _file_size(path)
+    return _row(f"db size, {sizes.turns}-turn thread ({label}), bytes", out, 0.1)
+
+
+# -- (b) per-step overhead on a chain -----------------------------------------------------------
+
+
+def _chain_graph(n: int, saver: BaseCheckpointSaver | None) -> Any:
+    g = StateGraph(ChainState)
+
+    def make(i: int) -> Callable[[ChainState], dict[str, Any]]:
+        def node(s: ChainState) -> dict[str, Any]:
+            return {"count": s["count"] + 1, "messages": [{"role": "tool", "content": f"n{i}"}]}
+
+        return node
+
+    for i in range(n):
+        g.add_node(f"n{i}", make(i))
+    g.add_edge(START, "n0")
+    for i in range(n - 1):
+        g.add_edge(f"n{i}", f"n{i + 1}")
+    g.add_edge(f"n{n - 1}", END)
+    return g.compile(checkpointer=saver)
+
+
+def _time_sync(app: Any, runs: int) -> float:
+    start = time.perf_counter()
+    for r in range(runs):
+        app.invoke({"count": 0, "messages": []}, {"configurable": {"thread_id": f"r{r}"}})
+    return time.perf_counter() - start
+
+
+async def _time_async(app: Any, runs: int) -> float:
+    start = time.perf_counter()
+    for r in range(runs):
+        await app.ainvoke({"count": 0, "messages": []}, {"configurable": {"thread_id": f"r{r}"}})
+    return time.perf_counter() - start
+
+
+class NoopSaver(InMemorySaver):
+    """Stores nothing: measures what LangGraph itself spends on checkpointing."""
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        conf = config["configurable"]
+        return {
+            "configurable": {
+                "thread_id": conf["thread_id"],
+                "checkpoint_ns": conf.get("checkpoint_ns", ""),
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def put_writes(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        return self.put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def bench_chain(tmp: Path, sizes: Sizes) -> list[dict[str, Any]]:
+    """Checkpointing cost per step: (time with the saver − time with a no-op saver) / steps."""
+    n, runs = sizes.chain, sizes.chain_runs
+    steps = n * runs
+    best: dict[str, float] = {}
+    best_async: dict[str, float] = {}
+
+    async def run_async(name: str, rep: int) -> float:
+        if name == "noop":
+            return await _time_async(_chain_graph(n, NoopSaver()), runs)
+        if name == "peer":
+            async with AsyncSqliteSaver.from_conn_string(str(tmp / f"ca-p{rep}.db")) as peer:
+                return await _time_async(_chain_graph(n, peer), runs)
+        durability = "full" if name == "ours_full" else "normal"
+        async with TrajectorySaver(tmp / f"ca-{name}{rep}.db", durability=durability) as ours:
+            return await _time_async(_chain_graph(n, ours), runs)
+
+    for rep in range(sizes.repeats):
+        with ExitStack() as stack:
+            savers: dict[str, BaseCheckpointSaver] = {
+                "noop": NoopSaver(),
+                "ours": _ours(tmp / f"c-o{rep}.db", stack),
+                "ours_full": _ours(tmp / f"c-of{rep}.db", stack, "full"),
+                "peer": _sqlite_saver(tmp / f"c-p{rep}.db", stack),
+            }
+            for name, saver in savers.items():
+                t = _time_sync(_chain_graph(n, saver), runs)
+                best[name] = min(best.get(name, t), t)
+        for name in ("noop", "ours", "ours_full", "peer"):
+            t = asyncio.run(run_async(name, rep))
+            best_async[name] = min(best_async.get(name, t), t)
+    sync = {k: (v - best["noop"]) / steps * 1e6 for k, v in best.items() if k != "noop"}
+    asyn = {k: (v - best_async["noop"]) / steps * 1e6 for k, v in best_async.items() if k != "noop"}
+    return [
+        _row(f"sync per-step cost, {n}-node chain, us (normal vs peer)", sync, 0.5),
+        _row(f"sync per-step cost, {n}-node chain, us (full vs peer)", _full(sync), 1.0),
+        _row(f"async per-step cost, {n}-node chain, us (normal vs peer)", asyn, 0.5),
+        _row(f"async per-step cost, {n}-node chain, us (full vs peer)", _full(asyn), 1.0),
+    ]
+
+
+def _full(values: dict[str, float]) -> dict[str, float]:
+    return {"ours": values["ours_full"], "peer": values["peer"]}
+
+
+# -- (c) history of a long thread ---------------------------------------------------------------
+
+
+def _loop_graph(n: int, saver: BaseCheckpointSaver, grow: bool = False) -> Any:
+    """One node looping ``n`` times; with ``grow`` it appends a message every step."""
+
+    def step(s: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"n": s["n"] + 1}
+        if grow:
+            out["messages"] = [{"role": "assistant", "content": f"step {s['n']} " + "x" * 40}]
+        return out
+
+    g = StateGraph(GrowState if grow else LoopState)
+    g.add_node("step", step)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: END if s["n"] >= n else "step")
+    return g.compile(checkpointer=saver)
+
+
+def bench_history(tmp: Path, sizes: Sizes, grow: bool = False) -> dict[str, Any]:
+    """Time to list every checkpoint of one long thread (best of ``repeats``)."""
+    n = sizes.history_messages if grow else sizes.history
+    out: dict[str, float] = {}
+    count: dict[str, int] = {}
+    with ExitStack() as stack:
+        savers = {
+            "ours": _ours(tmp / f"h-o{grow}.db", stack),
+            "peer": _sqlite_saver(tmp / f"h-p{grow}.db", stack),
+        }
+        state: dict[str, Any] = {"n": 0, "messages": []} if grow else {"n": 0}
+        for saver in savers.values():
+            cfg: Any = {"configurable": {"thread_id": "long"}, "recursion_limit": n + 10}
+            _loop_graph(n - 2, saver, grow).invoke(state, cfg)
+        for _ in range(max(2, sizes.repeats)):
+            for name, saver in savers.items():
+                start = time.perf_counter()
+                count[name] = sum(1 for _ in saver.list({"configurable": {"thread_id": "long"}}))
+                elapsed = (time.perf_counter() - start) * 1000
+                out[name] = min(out.get(name, elapsed), elapsed)
+    assert count["ours"] == count["peer"], count
+    what = "growing message list" if grow else "small state"
+    return _row(f"list() of a {count['ours']}-checkpoint thread ({what}), ms", out, 0.2)
+
+
+# -- (d) many concurrent runs -------------------------------------------------------------------
+
+
+def _llm_graph(saver: BaseCheckpointSaver | None) -> Any:
+    async def llm(s: ChainState) -> dict[str, Any]:
+        await asyncio.sleep(0.05)
+        return {"count": s["count"] + 1, "messages": [{"role": "assistant", "content": "ok"}]}
+
+    async def tool(s: ChainState) -> dict[str, Any]:
+        return {"count": s["count"] + 1, "messages": [{"role": "tool", "content": "42"}]}
+
+    g = StateGraph(ChainState)
+    g.add_node("llm", llm)
+    g.add_node("tool", tool)
+    g.add_edge(START, "llm")
+    g.add_edge("llm", "tool")
+    g.add_edge("tool", END)
+    return g.compile(checkpointer=saver)
+
+
+async def _concurrent(app: Any, n: int) -> float:
+    start = time.perf_counter()
+    await asyncio.gather(
+        *(
+            app.ainvoke({"count": 0, "messages": []}, {"configurable": {"thread_id": f"t{i}"}})
+            for i in range(n)
+        )
+    )
+    return time.perf_counter() - start
+
+
+def bench_concurrent(tmp: Path, sizes: Sizes) -> list[dict[str, Any]]:
+    """Wall time of many concurrent runs, with and without checkpoints (best of repeats)."""
+
+    async def run() -> dict[str, float]:
+        best: dict[str, float] = {}
+        for rep in range(sizes.repeats):
+            t = {"none": await _concurrent(_llm_graph(None), sizes.concurrent)}
+            async with TrajectorySaver(tmp / f"d-o{rep}.db") as ours:
+                t["ours"] = await _concurrent(_llm_graph(ours), sizes.concurrent)
+            async with AsyncSqliteSaver.from_conn_string(str(tmp / f"d-p{rep}.db")) as peer:
+                t["async_sqlite"] = await _concurrent(_llm_graph(peer), sizes.concurrent)
+            for k, v in t.items():
+                best[k] = min(best.get(k, v), v)
+        return best
+
+    t = asyncio.run(run())
+    n = sizes.concurrent
+    return [
+        _row(
+            f"{n} concurrent runs, s (ours vs no checkpointer)",
+            {"ours": t["ours"], "peer": t["none"]},
+            2.0,
+        ),
+        _row(
+            f"{n} concurrent runs, s (AsyncSqliteSaver vs none)",
+            {"ours": t["async_sqlite"], "peer": t["none"]},
+            None,
+        ),
+    ]
+
+
+def _row(name: str, values: dict[str, float], goal: float | None) -> dict[str, Any]:
+    ours, peer = values["ours"], values["peer"]
+    return {
+        "name": name,
+        "ours": round(ours, 3),
+        "peer": round(peer, 3),
+        "ratio": round(ours / peer, 3) if peer else None,
+        "goal": goal,
+    }
+
+
+def run(quick: bool = False, sizes: Sizes | None = None) -> list[dict[str, Any]]:
+    """Run every benchmark; ``quick`` uses small sizes that finish in seconds."""
+    sizes = sizes or (QUICK if quick else Sizes())
+    with tempfile.TemporaryDirectory(prefix="bench-ckpt-") as d:
+        tmp = Path(d)
+        rows = [
+            bench_size(tmp, sizes, ChatState, "add_messages"),
+            bench_size(tmp, sizes, DictChatState, "operator.add dicts"),
+        ]
+        rows += bench_chain(tmp, sizes)
+        rows.append(bench_history(tmp, sizes))
+        rows.append(bench_history(tmp, sizes, grow=True))
+        rows += bench_concurrent(tmp, sizes)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, runs in seconds")
+    args = parser.parse_args()
+    os.environ.setdefault("LANGGRAPH_STRICT_MSGPACK", "false")
+    rows = run(quick=args.quick)
+    width = max(len(r["name"]) for r in rows)
+    print(f"{'benchmark':<{width}}  {'ours':>12}  {'peer':>12}  {'ratio':>7}  {'goal':>6}  ok")
+    for r in rows:
+        goal = r["goal"]
+        ok = "" if goal is None or r["ratio"] is None else ("yes" if r["ratio"] <= goal else "NO")
+        goal_text = "-" if goal is None else f"<={goal}"
+        print(
+            f"{r['name']:<{width}}  {r['ours']:>12}  {r['peer']:>12}  {r['ratio']!s:>7}  "
+            f"{goal_text:>6}  {ok}"
+        )
+
+
+if __name__ == "__main__":
+    main()
