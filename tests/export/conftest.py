@@ -95,10 +95,9 @@ async def build(saver: TrajectorySaver) -> list[RolloutGroup]:
     )
     await Runners.run(
         "Write a haiku.",
-        swarm=Swarm(drafter, critic),
+        swarm=Swarm(drafter, critic, info={"workflow_version": 3}),  # as the YAML loader sets it
         task_id="critic",
         checkpointer=saver,
-        session_id=None,
     )
     leader = Agent(
         name="leader",

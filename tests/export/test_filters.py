@@ -47,6 +47,7 @@ def test_agent_and_workflow_version(runs_db: Path) -> None:
     assert threads(runs_db, agent="solver") == {"tools", "q.r0", "q.r1", "q.r2", "q.r3"}
     assert threads(runs_db, workflow_version="v1") == {"failed"}
     assert threads(runs_db, workflow_version="v2") == {"secret"}
+    assert threads(runs_db, workflow_version="3") == {"critic"}  # from the graph's info
 
 
 def test_time_range(runs_db: Path) -> None:
@@ -119,7 +120,10 @@ def test_a_missing_database_is_a_clear_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "row",
     [
-        {"messages": [{"role": "user", "content": "hi"}], "usage": {"prompt_tokens": 3, "total_tokens": 4}},
+        {
+            "messages": [{"role": "user", "content": "hi"}],
+            "usage": {"prompt_tokens": 3, "total_tokens": 4},
+        },
         {"a": {"b": [{"api_key": "x", "keep": 1}]}},
         {"Authorization": "x", "max_tokens": 5, "access_token": "y"},
         {"server": {"command": "npx", "env": {"X": "1"}}, "env": "not an mcp entry"},
