@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +24,8 @@ __all__ = [
     "BaseInfo",
     "BlobRow",
     "encode_channel",
-    "join_chain",
+    "split_array",
+    "array_header",
 ]
 
 EMPTY, FULL, DELTA = 0, 1, 2
@@ -152,24 +152,3 @@ def encode_channel(
             ), appended
     row = BlobRow(channel, version, FULL, type_, data, None, count, len(body), _digest(body))
     return row, appended
-
-
-def join_chain(
-    rows: Sequence[tuple[int, str | None, bytes | None, int | None]],
-) -> tuple[str, bytes]:
-    """Rebuild a serialized value from its chain, oldest (a full row) first.
-
-    Each row is ``(kind, type, value, items)``; the last row is the wanted version.
-    """
-    kind, type_, value, _ = rows[-1]
-    if kind != DELTA:
-        return type_ or "null", value or b""
-    parts: list[bytes | memoryview] = []
-    for _kind, _type, data, _items in rows:
-        assert data is not None
-        split = split_array(data)
-        if split is None:
-            raise ValueError("corrupt list chunk in checkpoint_blobs")
-        parts.append(memoryview(data)[split[1] :])
-    total = rows[-1][3] or 0
-    return type_ or "msgpack", array_header(total) + b"".join(parts)

@@ -30,7 +30,7 @@ __all__ = ["CHECKPOINT_COLUMNS", "Page", "fetch", "load_versions"]
 CHECKPOINT_COLUMNS = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata"
 )
-"""Columns every query that feeds :func:`materialize` selects, in this order."""
+"""Columns every query that feeds :func:`fetch` selects, in this order."""
 
 CheckpointRow = tuple[str, str, str, str | None, bytes, str]
 

@@ -1,12 +1,13 @@
 """Connections and write transactions for one database file.
 
-Writes are *group-committed*: each writer queues its operation and takes the per-file
-lock; whoever gets the lock first runs every queued operation in one ``BEGIN IMMEDIATE``
-transaction (each in its own savepoint, so one failing operation does not undo the
-others) and commits once. Writers in this process therefore never spin in SQLite's busy
-handler against each other, and concurrent runs share commits; writers in other processes
-wait on SQLite's busy timeout. Readers use pooled connections without the lock (WAL lets
-them read beside a writer).
+Writes are *group-committed*. A sync caller queues its payload and takes the per-file lock;
+whoever holds the lock stores every queued payload in one ``BEGIN IMMEDIATE`` transaction
+and commits once (the others find theirs done). Async callers queue for a writer thread that
+does the same, so the event loop never waits on the disk. If a batch fails, each payload is
+retried in a transaction of its own, so one bad write does not fail the others. Writers in
+this process never spin in SQLite's busy handler against each other; writers in other
+processes wait on SQLite's busy timeout. Readers use pooled connections without the lock
+(WAL lets them read beside a writer).
 """
 
 from __future__ import annotations
@@ -35,6 +36,17 @@ _FILE_LOCKS_GUARD = threading.Lock()
 _POOL_SIZE = 8
 _CACHE_SIZE = 4096
 _BATCH = 512
+_IDLE_S = 30.0
+
+
+def _reset_file_locks() -> None:
+    global _FILE_LOCKS_GUARD
+    _FILE_LOCKS_GUARD = threading.Lock()  # a parent thread may have held it while forking
+    _FILE_LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_file_locks)
 
 
 def _file_lock(path: Path) -> threading.RLock:
@@ -118,12 +130,16 @@ class Store:
 
     # -- connections -------------------------------------------------------------------
 
-    def _acquire(self) -> sqlite3.Connection:
-        if self._pid != os.getpid():  # forked: never share connections with the parent
+    def _after_fork(self) -> None:
+        """In a forked child, start afresh: never share connections, locks or threads."""
+        if self._pid != os.getpid():
             self._pool, self._pool_lock, self._pid = [], threading.Lock(), os.getpid()
             self._ready, self._executor, self._writer = False, None, None
             self._queue, self._queue_cond = [], threading.Condition()
             self.write_lock = _file_lock(self.path)
+
+    def _acquire(self) -> sqlite3.Connection:
+        self._after_fork()
         with self._pool_lock:
             if self._pool:
                 return self._pool.pop()
@@ -179,6 +195,7 @@ class Store:
     def submit(self, apply: Apply, payload: Any) -> Any:
         """Store ``payload`` with ``apply`` inside a write transaction, possibly together
         with other writers' payloads; returns its result or raises its error."""
+        self._after_fork()
         ticket = _Ticket(apply, payload)
         with self._queue_cond:
             self._queue.append(ticket)
@@ -191,6 +208,7 @@ class Store:
 
     def submit_async(self, apply: Apply, payload: Any) -> asyncio.Future[Any]:
         """Queue ``payload`` for the writer thread; the future resolves once committed."""
+        self._after_fork()
         loop = asyncio.get_running_loop()
         ticket = _Ticket(apply, payload, loop.create_future(), loop)
         with self._queue_cond:
@@ -213,8 +231,11 @@ class Store:
     def _write_forever(self) -> None:
         while True:
             with self._queue_cond:
-                while not self._queue and not self._stopping:
-                    self._queue_cond.wait()
+                if not self._queue_cond.wait_for(
+                    lambda: self._queue or self._stopping, timeout=_IDLE_S
+                ):
+                    self._writer = None  # idle: the next async write starts a new thread
+                    return
                 if not self._queue:
                     return
             with self.write_lock:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from os import PathLike
@@ -26,9 +23,10 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from ..errors import AWorldGraphError, ConfigError, RuntimeFailure
+from ..errors import ConfigError
 from . import _retention
 from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
+from ._query import decoding, where_clause
 from ._read import CHECKPOINT_COLUMNS, Page, fetch
 from ._schema import Durability
 from ._secrets import strip_secrets
@@ -39,7 +37,6 @@ from ._write import PutRecord, WritesRecord, apply_batch, prepare_put, prepare_w
 __all__ = ["TrajectorySaver"]
 
 T = TypeVar("T")
-_FILTER_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PAGE = 200
 
 
@@ -126,7 +123,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
-        with self._store.read() as conn, _decoding(self.path):
+        with self._store.read() as conn, decoding(self.path):
             if checkpoint_id:
                 row = conn.execute(
                     f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = ? "
@@ -142,7 +139,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             if row is None:
                 return None
             page = fetch(conn, [row], self.serde)
-        with _decoding(self.path):
+        with decoding(self.path):
             return next(page.tuples(self.serde))
 
     def list(
@@ -159,7 +156,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         metadata keys.
         """
         for page in self._pages(config, filter, before, limit):
-            with _decoding(self.path):
+            with decoding(self.path):
                 yield from page.tuples(self.serde)
 
     def _pages(
@@ -169,15 +166,15 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None,
         limit: int | None,
     ) -> Iterator[Page]:
-        where, params = _where(config, filter, before)
+        where, params = where_clause(config, filter, before)
         sql = f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints {where} ORDER BY checkpoint_id DESC"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        with self._store.read() as conn, _decoding(self.path):
+        with self._store.read() as conn, decoding(self.path):
             rows = conn.execute(sql, params).fetchall()
         for start in range(0, len(rows), _PAGE):
-            with self._store.read() as conn, _decoding(self.path):
+            with self._store.read() as conn, decoding(self.path):
                 page = fetch(conn, rows[start : start + _PAGE], self.serde)
             yield page
 
@@ -188,7 +185,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
 
     def transitions(self, thread_id: str, checkpoint_ns: str = "") -> list[TransitionRow]:
         """A thread's rows of the ``trajectory`` view, oldest first, forks included."""
-        with self._store.read() as conn, _decoding(self.path):
+        with self._store.read() as conn, decoding(self.path):
             return transitions(conn, str(thread_id), checkpoint_ns)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -206,7 +203,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """Async :meth:`list`: pages are fetched in a worker thread."""
         pages = await self._run(self._pages, config, filter, before, limit)
         while (page := await self._run(next, pages, None)) is not None:
-            with _decoding(self.path):
+            with decoding(self.path):
                 for item in page.tuples(self.serde):
                     yield item
 
@@ -411,64 +408,3 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async :meth:`prune`."""
         await self._run(self.prune, thread_ids, strategy=strategy)
-
-
-@contextmanager
-def _decoding(path: Path) -> Iterator[None]:
-    """Values that cannot be decoded mean a damaged file: say so, naming it."""
-    try:
-        yield
-    except AWorldGraphError:
-        raise
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
-        raise RuntimeFailure(
-            f"checkpoint database {path} holds a value that cannot be decoded "
-            f"({type(exc).__name__}: {exc}); the file may be damaged. Check it with "
-            f"`sqlite3 {path} 'PRAGMA integrity_check'`, then restore a backup or move it aside"
-        ) from exc
-
-
-def _where(
-    config: RunnableConfig | None,
-    filter: dict[str, Any] | None,
-    before: RunnableConfig | None,
-) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if config is not None:
-        conf = config["configurable"]
-        clauses.append("thread_id = ?")
-        params.append(str(conf["thread_id"]))
-        if (ns := conf.get("checkpoint_ns")) is not None:
-            clauses.append("checkpoint_ns = ?")
-            params.append(ns)
-        if checkpoint_id := get_checkpoint_id(config):
-            clauses.append("checkpoint_id = ?")
-            params.append(checkpoint_id)
-    for key, value in (filter or {}).items():
-        if not isinstance(key, str) or not _FILTER_KEY.match(key):
-            raise ConfigError(
-                f"invalid metadata filter key {key!r}: use a plain identifier (letters, "
-                "digits and '_', not starting with a digit)"
-            )
-        path = f'$."{key}"'
-        if value is None:
-            clauses.append("json_extract(metadata, ?) IS NULL")
-            params.append(path)
-        elif isinstance(value, bool):
-            clauses.append("json_extract(metadata, ?) = ?")
-            params.extend((path, int(value)))
-        elif isinstance(value, (int, float, str)):
-            clauses.append("json_extract(metadata, ?) = ?")
-            params.extend((path, value))
-        else:
-            clauses.append("json_extract(metadata, ?) = json(?)")
-            params.extend((path, _json_text(value)))
-    if before is not None and (before_id := get_checkpoint_id(before)):
-        clauses.append("checkpoint_id < ?")
-        params.append(before_id)
-    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
-
-
-def _json_text(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str)
