@@ -126,3 +126,16 @@ def test_help_documents_every_option() -> None:
         "--progress",
     ):
         assert option in result.output
+
+
+def test_docs_cover_every_format_and_option() -> None:
+    from aworld_graph.cli.export import export_command
+    from aworld_graph.export import FORMATS
+
+    text = (Path(__file__).parents[2] / "docs" / "training.md").read_text()
+    for fmt in FORMATS:
+        assert f"`{fmt}`" in text, fmt
+    for param in export_command.params:
+        for option in param.opts:
+            if option.startswith("--"):
+                assert option in text, option
