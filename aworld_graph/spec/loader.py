@@ -202,6 +202,15 @@ class _Loader:
                     self.problems,
                 )
             ctx.defaults = merge_settings(outer.defaults, header.defaults)
+            key_env = header.defaults.llm_api_key_env if header.defaults else None
+            if key_env and key_env not in os.environ:
+                self.problems.append(
+                    source.problem(
+                        prefix + ("defaults", "llm_api_key_env"),
+                        f"environment variable {key_env} (named for the API key) is not set",
+                        f"export {key_env}=... before loading this workflow",
+                    )
+                )
         entries, broken = self._nodes(source, data["nodes"], prefix, ctx)
         wiring = Wiring(
             source=source,

@@ -140,3 +140,26 @@ def test_load_card_and_validate_a_card_file(tmp_path: Path) -> None:
     bad = write(tmp_path / "nodes" / "bad.yaml", "name: s\n")
     assert [p.message for p in validate_file(bad)] == ["the card has no `kind`"]
     assert "add `kind: agent`" in validate_file(bad)[0].fix
+
+
+def test_mcp_config_file_is_found_beside_the_workflow_and_written_back_relative(tmp_path: Path) -> None:
+    from aworld_graph.spec import dump_workflow, swarm_to_yaml
+
+    write(tmp_path / "project" / "mcp.yaml", "mcpServers:\n  env: {command: python, args: [-V]}\n")
+    path = write(tmp_path / "project" / "workflows" / "wf.yaml", """
+name: mcp_file
+mcp_config: ../mcp.yaml
+nodes:
+  - {kind: agent, name: a, mcp_servers: [env]}
+""")
+    swarm = load_workflow(path)
+    assert swarm.nodes["a"].mcp_config == str(tmp_path / "project" / "mcp.yaml")
+    assert f"mcp_config: {tmp_path / 'project' / 'mcp.yaml'}" in swarm_to_yaml(swarm)
+    out = dump_workflow(swarm, tmp_path / "project" / "copy")
+    assert "mcp_config: ../../mcp.yaml" in out[0].read_text()
+    assert load_workflow(out[0]).nodes["a"].mcp_config == swarm.nodes["a"].mcp_config
+
+
+def test_an_unset_api_key_variable_in_defaults_is_reported(tmp_path: Path) -> None:
+    path = write(tmp_path / "wf.yaml", "name: d\ndefaults:\n  llm_api_key_env: SPEC_UNSET_KEY_XYZ\nnodes: [{kind: agent, name: a}]\n")
+    assert [(p.line, p.field) for p in validate_file(path)] == [(3, "defaults.llm_api_key_env")]
