@@ -120,3 +120,44 @@ async def test_many_asyncio_tasks_and_threads_share_one_saver(db_path: Path) -> 
             assert [m["role"] for m in values["messages"]] == ["user", "assistant"] * 3
             history = [t async for t in saver.alist({"configurable": {"thread_id": name}})]
             assert len(history) == 9
+
+
+KILLED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from tests.checkpoint.conftest import ask, chat_graph
+    from aworld_graph.checkpoint import TrajectorySaver
+
+    app = chat_graph(TrajectorySaver(sys.argv[1]))
+    for turn in range(1000):
+        ask(app, "victim", f"q{turn}")
+        if turn == 20:
+            print("ready", flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_killed_writer_leaves_a_readable_database(tmp_path: Path) -> None:
+    db = tmp_path / "killed.db"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(db)], cwd=REPO, env=env, stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    with proc.stdout:
+        assert proc.stdout.readline().strip() == b"ready"
+        proc.kill()  # SIGKILL, mid-write
+        proc.wait(timeout=30)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    with TrajectorySaver(db) as saver:
+        history = list(saver.list({"configurable": {"thread_id": "victim"}}))
+        assert len(history) >= 3 * 21
+        for tup in history:  # every committed checkpoint reads back whole
+            messages = tup.checkpoint["channel_values"].get("messages", [])
+            assert all(m["content"] for m in messages)
+        app = chat_graph(saver)
+        before = len(history[0].checkpoint["channel_values"]["messages"])
+        state = ask(app, "victim", "after the crash")  # and the thread goes on
+        assert len(state["messages"]) >= before + 2

@@ -203,3 +203,16 @@ async def test_async_writes_do_not_block_the_event_loop(db_path: Path) -> None:
     tup = await saver.aget_tuple(stored)
     assert tup is not None and tup.pending_writes == [("task", "ch", 1)]
     await saver.__aexit__(None, None, None)
+
+
+@pytest.mark.parametrize(("durability", "level"), [("normal", 1), ("full", 2)])
+def test_durability_sets_wal_and_synchronous(tmp_path: Path, durability: str, level: int) -> None:
+    saver = TrajectorySaver(tmp_path / f"{durability}.db", durability=durability)  # type: ignore[arg-type]
+    saver.get_tuple({"configurable": {"thread_id": "t"}})
+    conn = saver._store._acquire()
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == level
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 10_000
+    finally:
+        saver._store._release(conn)
