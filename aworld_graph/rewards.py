@@ -224,7 +224,8 @@ async def store_score(
     *,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
 ) -> TaskResponse:
-    """Append ``score`` to the run of ``task`` as an episode reward; return the response re-read.
+    """Append ``score`` to the ended run of ``task`` as an episode reward; return the response
+    re-read. A run that is interrupted, failed or still stepping cannot be scored (resume it).
 
     The item is ``{"step", "score", "status", "source": "reward_fn", "feedback",
     "judged": None, "level": "episode", "reward_fn", "ground_truth"}`` with ``step`` = the
@@ -245,6 +246,11 @@ async def store_score(
         if not trace:
             raise DefinitionError(
                 f"task {task.id}: the run has no step yet, so it cannot be scored"
+            )
+        if snapshot.next:
+            raise DefinitionError(
+                f"task {task.id}: the run has not ended (next: {', '.join(snapshot.next)}); "
+                "resume it to the end, then score it"
             )
         last = trace[-1]
         item = {

@@ -144,8 +144,8 @@ async def _score(
             expected=task.expected,
         )
     score = score_response(response, task.expected, fn, threshold=threshold)
-    if response.status in ("running", "interrupted") or not response.state.get("trace"):
-        return response, score  # nothing finished to attach it to
+    if response.status not in ("finished", "max_steps") or not response.state.get("trace"):
+        return response, score  # a run that has not ended keeps its state (and error) as is
     return await store_score(task, score, checkpointer=checkpointer), score
 
 

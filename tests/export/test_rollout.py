@@ -118,3 +118,25 @@ async def test_bad_arguments(tmp_path: Path) -> None:
 def test_group_shape_is_plain_data() -> None:
     group = RolloutGroup(task=Task(input="q", agent=sampler({})))
     assert group.scores == [] and group.advantages == []
+
+
+async def test_a_failed_run_is_scored_but_keeps_its_error(tmp_path: Path) -> None:
+    from aworld_graph import Runners
+    from aworld_graph.rewards import score_response, store_score
+    from aworld_graph.testing import ScriptedModel, tool_call
+    from tests.export.conftest import add
+
+    saver = TrajectorySaver(tmp_path / "r.db")
+    model = ScriptedModel([tool_call("add", {"a": 1, "b": 2}), RuntimeError("endpoint down"), "3"])
+    agent = Agent(name="s", tools=[add], model=model)
+    (group,) = await rollout(
+        Task(input="q", agent=agent, expected="3", id="e"), n=1, checkpointer=saver
+    )
+    run = group.runs[0]
+    assert run.response.status == "error" and "endpoint down" in str(run.response.msg)
+    assert run.score == 0.0 and run.status == "fail"
+    copy = Task(input="q", agent=agent, id="e.r0")
+    with pytest.raises(DefinitionError, match="has not ended"):
+        await store_score(copy, score_response(None, "3"), checkpointer=saver)
+    resumed = await Runners.resume("e.r0", agent=agent, checkpointer=saver)
+    assert resumed.status == "finished" and resumed.answer == "3"
