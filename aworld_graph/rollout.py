@@ -14,7 +14,6 @@ pair the best and worst run of a task for preference data.
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -192,8 +191,6 @@ async def rollout(
         group = RolloutGroup(task=task)
         for index, copy in enumerate(copies[task.id]):
             response, score = await _score(copy, responses[copy.id], reward_fn, threshold, saver)
-            if not math.isfinite(score.score):
-                raise DefinitionError(f"rollout: run {copy.id} got a non-finite score")
             group.runs.append(
                 RolloutRun(
                     index=index,
