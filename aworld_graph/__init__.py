@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "TrajectorySaver": "checkpoint",
     "WorkflowSwarm": "swarm",
     "edge": "swarm",
+    "load_workflow": "spec",
     "tool": "tools",
 }
 
@@ -80,6 +81,7 @@ __all__ = [
     "TrajectorySaver",
     "WorkflowSwarm",
     "edge",
+    "load_workflow",
     "tool",
 ]
 
@@ -113,6 +115,7 @@ if TYPE_CHECKING:
     from .model import ChatModel, ModelResponse, OpenAIModel
     from .nodes import Critic, Human, Node
     from .runner import Runners
+    from .spec import load_workflow
     from .state import SwarmState
     from .swarm import (
         Edge,

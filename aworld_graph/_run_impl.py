@@ -212,6 +212,9 @@ async def drive(
     config = run_config(task, graph)
     snapshot = None if task._new_thread or checkpointer is None else await compiled.aget_state(config)
     task._new_thread = False  # from now on the thread exists
+    if snapshot is not None and snapshot.metadata:  # a continued run keeps what it recorded (target, workflow…)
+        kept = {k: v for k, v in snapshot.metadata.items() if k not in ("source", "step", "parents", "writes")}
+        config["metadata"] = {**kept, **{k: v for k, v in config["metadata"].items() if v is not None}}
     fresh = snapshot is None or not snapshot.values
     payload: Any
     if resume is not None:

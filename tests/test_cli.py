@@ -39,6 +39,9 @@ def test_fork_then_resume_runs_on_from_the_fork(tmp_path: Path, monkeypatch) -> 
     assert code == 0, out
     resumed = json.loads(out)
     assert resumed["answer"] == "report: logged 3 steps"
+    code, out = _run("resume", "f2", "--db", db, "--json")  # a finished run resumes to itself
+    assert code == 0, out
+    assert json.loads(out)["checkpoint_id"] == resumed["checkpoint_id"]
     assert (tmp_path / "steps.log").read_text().split() == ["1", "2", "3", "2", "3"]
 
 

@@ -30,3 +30,15 @@ def test_readme_example_runs(index: int, monkeypatch: pytest.MonkeyPatch, capsys
         monkeypatch.setenv("LLM_MODEL_NAME", "fake-model")
         exec(compile(BLOCKS[index], f"README.md example {index + 1}", "exec"), {"__name__": "readme_example"})
     assert capsys.readouterr().out.strip()
+
+
+def test_every_cli_command_the_readme_names_exists() -> None:
+    from click.testing import CliRunner
+
+    from aworld_graph.cli import main
+
+    named = set(re.findall(r"aworld-graph ([a-z]+)", README.read_text()))
+    assert {"run", "resume", "fork", "viz", "export", "validate", "schema", "env", "model"} <= named
+    for command in named:
+        result = CliRunner().invoke(main, [command, "--help"])
+        assert result.exit_code == 0, (command, result.output)

@@ -127,7 +127,7 @@ def test_public_surface_is_pinned() -> None:
             "DefinitionError", "Edge", "GraphBuildType", "HandoffSwarm", "Human", "HybridSwarm",
             "ModelError", "ModelResponse", "ModelRetry", "Node", "OpenAIModel", "Runners",
             "RuntimeFailure", "Sandbox", "Swarm", "SwarmState", "Task", "TaskConfig", "TaskResponse",
-            "TaskRunMode", "TeamSwarm", "Tool", "TrajectorySaver", "WorkflowSwarm", "edge", "tool",
+            "TaskRunMode", "TeamSwarm", "Tool", "TrajectorySaver", "WorkflowSwarm", "edge", "load_workflow", "tool",
         ]
     )
     for name in aworld_graph.__all__:
