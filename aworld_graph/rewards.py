@@ -108,13 +108,17 @@ def numeric(
         return 0.0
     got = found[-1]
     for option in _options(expected):
-        want = (
-            option if isinstance(option, (int, float)) else (numbers_in(str(option)) or [None])[-1]
-        )
-        if want is None or isinstance(want, bool):
+        if isinstance(option, bool) or option is None:
             continue
-        limit = tolerance * abs(float(want)) if relative else tolerance
-        if abs(got - float(want)) <= limit:
+        if isinstance(option, (int, float)):
+            want = float(option)
+        else:
+            written = numbers_in(str(option))
+            if not written:
+                continue
+            want = written[-1]
+        limit = tolerance * abs(want) if relative else tolerance
+        if abs(got - want) <= limit:
             return 1.0
     return 0.0
 
@@ -154,10 +158,10 @@ def _name(fn: RewardFn) -> str:
 
 def _call(fn: RewardFn, answer: str | None, expected: Any, response: TaskResponse | None) -> Any:
     try:
-        params = inspect.signature(fn).parameters
+        params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        params = {}
-    if "response" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        params = []
+    if any(p.name == "response" or p.kind is p.VAR_KEYWORD for p in params):
         return fn(answer, expected, response=response)
     return fn(answer, expected)
 

@@ -110,8 +110,8 @@ class Run:
     """Time of the first checkpoint (ISO-8601 UTC)."""
     ended_at: str | None = None
     """Time of the latest checkpoint."""
-    checkpoints: dict[int, tuple[str, str]] = field(default_factory=dict)
-    """Superstep → (checkpoint id, created_at) along the run (for AWorld items)."""
+    checkpoints: dict[int, str] = field(default_factory=dict)
+    """Superstep → id of the checkpoint written after it, along the run (for AWorld items)."""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -273,21 +273,21 @@ def _status(values: dict[str, Any], channels: dict[str, Any], pending: list[Any]
     return status
 
 
-def _chain(saver: BaseCheckpointSaver[Any], thread: str, head: str) -> dict[int, tuple[str, str]]:
+def _chain(saver: BaseCheckpointSaver[Any], thread: str, head: str) -> dict[int, str]:
     if not isinstance(saver, TrajectorySaver):
         return {}
     with closing(_connect(saver)) as conn:
         rows = conn.execute(
-            "SELECT checkpoint_id, parent_checkpoint_id, step, created_at FROM trajectory "
+            "SELECT checkpoint_id, parent_checkpoint_id, step FROM trajectory "
             "WHERE thread_id = ? AND checkpoint_ns = ''",
             (thread,),
         ).fetchall()
     by_id = {r[0]: r for r in rows}
-    chain: dict[int, tuple[str, str]] = {}
+    chain: dict[int, str] = {}
     current: str | None = head
     while current is not None and current in by_id:
-        _, parent, step, created = by_id[current]
-        chain.setdefault(int(step if step is not None else -1), (current, created))
+        _, parent, step = by_id[current]
+        chain.setdefault(int(step if step is not None else -1), current)
         current = parent
     return chain
 

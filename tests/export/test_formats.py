@@ -228,7 +228,8 @@ def test_aworld_items_have_state_action_reward(runs_db: Path, tmp_path: Path) ->
     assert set(first) == {"id", "meta", "state", "action", "reward"}
     assert first["action"]["tool_calls"][0]["function"]["name"] == "add"
     assert first["reward"]["tool_outputs"][0]["content"] == "5"
-    assert first["meta"]["checkpoint_id"] and first["meta"]["execute_time"]
+    assert isinstance(first["meta"]["checkpoint_id"], str) and first["meta"]["checkpoint_id"]
+    assert isinstance(first["meta"]["execute_time"], str)
     scored = [i for i in items if i["meta"]["thread_id"].startswith("q.")]
     assert sorted(i["reward"]["score"] for i in scored) == [0.0, 0.0, 1.0, 1.0]
     assert {i["reward"]["status"] for i in scored} == {"pass", "fail"}
