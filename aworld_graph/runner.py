@@ -18,6 +18,7 @@ from .agent import Agent
 from .config import TaskConfig, TaskRunMode
 from .errors import DefinitionError
 from .graph import GraphSource
+from .rollout import rollout as _rollout
 from .task import Task, TaskResponse
 
 __all__ = ["Runners", "default_checkpointer"]
@@ -63,6 +64,9 @@ def _task(
 
 class Runners:
     """Run agents and swarms (AWorld's ``Runners``)."""
+
+    rollout = staticmethod(_rollout)
+    """k runs per task, scored and grouped with reward statistics (see :mod:`aworld_graph.rollout`)."""
 
     @staticmethod
     async def run(

