@@ -5,7 +5,8 @@ Each sub-module adds its commands to :data:`main`.
 
 from __future__ import annotations
 
-from . import env as _env  # noqa: F401  (registers commands)
+from . import checkpoints as _checkpoints  # noqa: F401  (registers commands)
+from . import env as _env  # noqa: F401
 from . import export as _export  # noqa: F401
 from . import run as _run  # noqa: F401
 from . import spec as _spec  # noqa: F401
