@@ -99,56 +99,56 @@ def fetch(
 ) -> Page:
     """Everything the tuples of ``rows`` need, still serialized: two batched queries per
     thread/namespace (blob rows by version range, pending writes by id range)."""
-    skeletons = [serde.loads_typed(("msgpack", row[4])) for row in rows]
-    scopes: dict[tuple[str, str], list[int]] = {}
-    for i, row in enumerate(rows):
-        scopes.setdefault((row[0], row[1]), []).append(i)
-    values: list[list[tuple[str, tuple[str, bytes]]]] = [[] for _ in rows]
-    writes: list[list[tuple[str, str, str, bytes]]] = [[] for _ in rows]
+    scopes: dict[tuple[str, str], list[CheckpointRow]] = {}
+    for row in rows:
+        scopes.setdefault((row[0], row[1]), []).append(row)
+    values: dict[tuple[str, str], dict[tuple[str, str], tuple[str, bytes]]] = {}
+    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes]]] = {}
     for (thread_id, ns), members in scopes.items():
         need: dict[tuple[str, str], None] = {}
-        for i in members:
-            for ch, ver in skeletons[i]["channel_versions"].items():
+        for row in members:
+            for ch, ver in serde.loads_typed(("msgpack", row[4]))["channel_versions"].items():
                 need[(ch, str(ver))] = None
-        typed = _fetch_values(conn, thread_id, ns, list(need))
-        for i in members:
-            found = values[i]
-            for ch, ver in skeletons[i]["channel_versions"].items():
-                value = typed.get((ch, str(ver)))
-                if value is not None:
-                    found.append((ch, value))
-        ids = {rows[i][2]: i for i in members}
+        values[(thread_id, ns)] = _fetch_values(conn, thread_id, ns, list(need))
+        ids = {row[2] for row in members}
         for checkpoint_id, task_id, channel, type_, value in conn.execute(
             _WRITES_SQL, (thread_id, ns, min(ids), max(ids))
         ):
-            i = ids.get(checkpoint_id)
-            if i is not None:
-                writes[i].append((task_id, channel, type_, value))
-    return Page(list(rows), skeletons, values, writes)
+            if checkpoint_id in ids:
+                key = (thread_id, ns, checkpoint_id)
+                writes.setdefault(key, []).append((task_id, channel, type_, value))
+    return Page(list(rows), values, writes)
 
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    """Fetched, not yet decoded: values are decoded one tuple at a time, so a long history
-    never holds more decoded state than the caller keeps."""
+    """Fetched but not decoded: each tuple is decoded as it is handed out, so a long
+    history holds no more decoded objects than its consumer keeps (and leaves the garbage
+    collector little to do)."""
 
     rows: list[CheckpointRow]
-    skeletons: list[dict[str, Any]]
-    values: list[list[tuple[str, tuple[str, bytes]]]]
-    writes: list[list[tuple[str, str, str, bytes]]]
+    values: dict[tuple[str, str], dict[tuple[str, str], tuple[str, bytes]]]
+    """(thread, namespace) → (channel, version) → serialized value."""
+    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes]]]
+    """(thread, namespace, checkpoint) → pending writes, in ``writes_sort_key`` order."""
 
     def tuples(self, serde: SerializerProtocol) -> Iterator[CheckpointTuple]:
         """The checkpoint tuples, in row order."""
         loads = serde.loads_typed
-        for row, skel, values, writes in zip(
-            self.rows, self.skeletons, self.values, self.writes, strict=True
-        ):
-            thread_id, ns, checkpoint_id, parent_id, _, metadata = row
+        for thread_id, ns, checkpoint_id, parent_id, skeleton, metadata in self.rows:
+            skel = loads(("msgpack", skeleton))
+            found = self.values.get((thread_id, ns), {})
+            channel_values = {}
+            for ch, ver in skel["channel_versions"].items():
+                typed = found.get((ch, str(ver)))
+                if typed is not None:
+                    channel_values[ch] = loads(typed)
             skel["id"] = checkpoint_id
-            skel["channel_values"] = {ch: loads(typed) for ch, typed in values}
+            skel["channel_values"] = channel_values
+            writes = self.writes.get((thread_id, ns, checkpoint_id), ())
             yield CheckpointTuple(
                 _config(thread_id, ns, checkpoint_id),
-                skel,  # type: ignore[arg-type]
+                skel,
                 _json_loads(metadata) if metadata else {},
                 _config(thread_id, ns, parent_id) if parent_id else None,
                 [(task, ch, loads((type_, value))) for task, ch, type_, value in writes],

@@ -147,14 +147,23 @@ def _create(conn: sqlite3.Connection) -> None:
     db = sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False)
     ids = {"thread_id": str, "checkpoint_ns": str}
 
-    def table(name: str, columns: dict[str, type], pk: tuple[str, ...]) -> None:
-        db[name].create(
+    def table(
+        name: str, columns: dict[str, type], pk: tuple[str, ...], *, clustered: bool = False
+    ) -> None:
+        if not clustered:
+            db[name].create(
+                columns, pk=pk, not_null=set(pk), defaults={"checkpoint_ns": ""}, if_not_exists=True
+            )
+            return
+        sql = db.create_table_sql(
+            name,
             columns,
             pk=pk,
             not_null=set(pk),
             defaults={"checkpoint_ns": ""},
             if_not_exists=True,
         )
+        db.execute(sql.rstrip().rstrip(";") + " WITHOUT ROWID")
 
     db["aworld_meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
     table(
@@ -199,6 +208,7 @@ def _create(conn: sqlite3.Connection) -> None:
             "depth": int,
         },
         ("thread_id", "checkpoint_ns", "channel", "version"),
+        clustered=True,
     )
     table(
         "checkpoint_writes",
@@ -213,6 +223,7 @@ def _create(conn: sqlite3.Connection) -> None:
             "task_path": str,
         },
         ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+        clustered=True,
     )
     db.create_view(
         "trajectory",

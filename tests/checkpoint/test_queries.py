@@ -81,14 +81,14 @@ def test_access_paths_use_indexes(saver: TrajectorySaver) -> None:
         "AND checkpoint_id BETWEEN ? AND ? ORDER BY checkpoint_id, task_path, task_id, idx",
         ("t", "", "a", "b"),
     )
-    assert "USING INDEX" in writes
+    assert "SEARCH checkpoint_writes USING PRIMARY KEY" in writes
     blobs = _plan(
         saver.path,
         "SELECT * FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
         "AND channel = ? AND version BETWEEN ? AND ?",
         ("t", "", "messages", "a", "b"),
     )
-    assert "USING INDEX" in blobs
+    assert "SEARCH checkpoint_blobs USING PRIMARY KEY" in blobs
 
 
 def _count_statements(saver: TrajectorySaver, action: Any) -> int:
