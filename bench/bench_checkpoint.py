@@ -10,6 +10,8 @@ Rows: ``name``, ``ours``, ``peer``, ``ratio`` (ours / peer) and ``goal`` (the ra
   minus wall time with a saver that stores nothing (so LangGraph's own checkpointing work,
   the same for every saver, is not counted).
 * list(): iterate every checkpoint of one long thread.
+* get_tuple(latest): the long thread against a 10-checkpoint thread in the same file ("peer"
+  is the short thread here: the goal is the same speed).
 * concurrent runs: wall time of N concurrent runs with a 50 ms "LLM call", checkpoints on
   vs no checkpointer.
 
@@ -286,6 +288,26 @@ def bench_history(tmp: Path, sizes: Sizes, grow: bool = False) -> dict[str, Any]
     return _row(f"list() of a {count['ours']}-checkpoint thread ({what}), ms", out, 0.2)
 
 
+def bench_latest(tmp: Path, sizes: Sizes) -> dict[str, Any]:
+    """get_tuple() of the latest checkpoint: a long thread against a 10-checkpoint one."""
+    with TrajectorySaver(tmp / "h-oFalse.db") as saver:  # the long thread of bench_history
+        _loop_graph(8, saver).invoke({"n": 0}, {"configurable": {"thread_id": "short"}})
+        best: dict[str, float] = {}
+        for _ in range(5):
+            for name in ("long", "short"):
+                config = {"configurable": {"thread_id": name}}
+                start = time.perf_counter()
+                for _ in range(200):
+                    saver.get_tuple(config)
+                elapsed = (time.perf_counter() - start) / 200 * 1e6
+                best[name] = min(best.get(name, elapsed), elapsed)
+    return _row(
+        f"get_tuple(latest), {sizes.history}- vs 10-checkpoint thread, us",
+        {"ours": best["long"], "peer": best["short"]},
+        1.25,
+    )
+
+
 # -- (d) many concurrent runs -------------------------------------------------------------------
 
 
@@ -370,6 +392,7 @@ def run(quick: bool = False, sizes: Sizes | None = None) -> list[dict[str, Any]]
         ]
         rows += bench_chain(tmp, sizes)
         rows.append(bench_history(tmp, sizes))
+        rows.append(bench_latest(tmp, sizes))
         rows.append(bench_history(tmp, sizes, grow=True))
         rows += bench_concurrent(tmp, sizes)
     return rows

@@ -3,9 +3,11 @@
 >>> saver = TrajectorySaver("checkpoints/aworld.db")          # doctest: +SKIP
 >>> graph = builder.compile(checkpointer=saver)                 # doctest: +SKIP
 
-Besides LangGraph's tables, the file has a ``trajectory`` table with one row per transition
-(see :mod:`aworld_graph.checkpoint._trajectory` for its columns), readable with any SQLite
-client.
+Besides the checkpoint tables, the file has a ``trajectory`` view with one row per
+transition (see :mod:`aworld_graph.checkpoint._trajectory` for its columns), readable with
+any SQLite client::
+
+    sqlite3 checkpoints/aworld.db "SELECT step, nodes, tool_names, reward FROM trajectory"
 """
 
 from __future__ import annotations

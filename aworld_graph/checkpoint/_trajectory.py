@@ -1,6 +1,8 @@
 """Derive the ``trajectory`` row of one transition (parent checkpoint → new checkpoint).
 
-Columns, all plain SQLite types, JSON as text:
+``trajectory`` is a view over the ``checkpoints`` table (the derived columns are stored on
+each checkpoint's row, written in the same transaction). Columns, plain SQLite types, JSON
+as text:
 
 ``thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step`` — ids;
 ``nodes`` — JSON list of the nodes that ran in this step (from the tasks' pending writes at
