@@ -4,8 +4,9 @@ A key is secret when its name looks like a credential (``api_key``, ``llm_api_ke
 ``Authorization``, ``access_token``, ``client_secret``, ``password``…). Counters that merely
 contain the word *token* (``prompt_tokens``, ``max_tokens``, ``token_count``) are kept: usage
 records need them. The ``env`` mapping of an MCP server entry (a dict with ``command``,
-``args``, ``url`` or ``transport``) is dropped whole, and string values that are bearer
-credentials or OpenAI-style keys are replaced even under an innocent key.
+``args``, ``url`` or ``transport``) is dropped whole, and credential-shaped substrings of any
+string (``Bearer …``, ``sk-…``, GitHub, Slack and AWS key formats) are replaced, even under an
+innocent key or inside a longer text.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ _TOKEN_COUNTER = re.compile(
     r"|^tokens$|token_?(count|usage|limit|ids?)$|tokenizer",
     re.I,
 )
-_SECRET_VALUE = re.compile(r"^\s*(bearer|basic)\s+\S+|\bsk-[A-Za-z0-9_\-]{12,}", re.I)
+_SECRET_VALUE = re.compile(
+    r"\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"  # Authorization header values, anywhere in a text
+    r"|\bsk-[A-Za-z0-9_\-]{12,}"  # OpenAI-style keys
+    r"|\b(ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"  # GitHub tokens
+    r"|\bxox[abprs]-[A-Za-z0-9\-]{10,}"  # Slack tokens
+    r"|\bAKIA[0-9A-Z]{16}\b",  # AWS access key ids
+    re.I,
+)
 _MCP_SERVER_KEYS = frozenset({"command", "args", "url", "transport"})
 
 
@@ -67,5 +75,5 @@ def strip_secrets(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, tuple):
         return tuple(strip_secrets(item, _depth + 1) for item in value)
     if isinstance(value, str) and _SECRET_VALUE.search(value):
-        return REDACTED
+        return _SECRET_VALUE.sub(REDACTED, value)
     return value
