@@ -118,8 +118,8 @@ class FunctionModel:
         return response
 
 
-class ScriptedModel:
-    """A model that gives scripted replies in order.
+class ScriptedModel(FunctionModel):
+    """A model that gives scripted replies in order (a reply may also be a ``fn(messages, tools)``).
 
     An extra call raises :class:`~aworld_graph.errors.UnexpectedModelCall`;
     :meth:`assert_consumed` fails if scripted replies were never asked for.
@@ -132,11 +132,9 @@ class ScriptedModel:
         name: str = "scripted-model",
         profile: ModelProfile | None = None,
     ) -> None:
-        self.name = name
-        self.profile = profile or ModelProfile()
+        super().__init__(fn=self._scripted, name=name, profile=profile or ModelProfile())
         self._replies = list(replies)
         self._next = 0
-        self.calls: list[ModelCall] = []
 
     @property
     def remaining(self) -> int:
@@ -149,18 +147,9 @@ class ScriptedModel:
             left = self._replies[self._next :]
             raise AssertionError(f"{self.name}: {self.remaining} scripted replies unused: {left!r}")
 
-    async def complete(
-        self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]] | None = None,
-        *,
-        tool_choice: str | None = None,
-        on_token: TokenCallback | None = None,
-    ) -> ModelResponse:
-        msgs, specs = [dict(m) for m in messages], list(tools or [])
-        self.calls.append(ModelCall(messages=msgs, tools=specs))
+    def _scripted(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         if self._next >= len(self._replies):
-            last = msgs[-1] if msgs else {}
+            last = messages[-1] if messages else {}
             raise UnexpectedModelCall(
                 f"{self.name}: call {len(self.calls)} was not scripted (only "
                 f"{len(self._replies)} replies); last message: {str(last)[:200]}"
@@ -168,13 +157,8 @@ class ScriptedModel:
         reply = self._replies[self._next]
         self._next += 1
         if callable(reply) and not isinstance(reply, BaseException):
-            reply = reply(msgs, specs)
-            if inspect.isawaitable(reply):
-                reply = await reply
-        response = _as_response(reply, self.name)  # type: ignore[arg-type]
-        if on_token is not None and response.content:
-            on_token(response.content)
-        return response
+            return reply(messages, tools)
+        return reply
 
 
 @contextmanager

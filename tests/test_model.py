@@ -5,14 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
 from aworld_graph import Agent, AgentConfig, ModelError, OpenAIModel, Runners
 from aworld_graph.errors import ModelNotAvailable, UnexpectedModelCall
 from aworld_graph.model import resolve_model
 from tests.fake_openai import FakeOpenAI, calls, raw_args, status, text
-
-from langgraph.checkpoint.memory import InMemorySaver
-
 
 _open: list[OpenAIModel] = []
 

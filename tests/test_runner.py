@@ -8,7 +8,16 @@ from typing import Any
 import pytest
 
 import aworld_graph
-from aworld_graph import Agent, AgentConfig, ModelError, Runners, Task, TaskConfig, TaskRunMode, tool
+from aworld_graph import (
+    Agent,
+    AgentConfig,
+    ModelError,
+    Runners,
+    Task,
+    TaskConfig,
+    TaskRunMode,
+    tool,
+)
 from aworld_graph.testing import FunctionModel, ScriptedModel, tool_call
 from tests.fake_openai import FakeOpenAI, calls, status, text
 

@@ -92,6 +92,23 @@ def _report(response: TaskResponse, db_path: str, as_json: bool) -> None:
         sys.exit(1)
 
 
+def _recorded_source(saver: Any, thread: str, target: str | None) -> tuple[Any, Any]:
+    """``(agent, swarm)`` that run ``thread`` ran, from ``target`` or the run's own record."""
+    latest = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+    if latest is None:
+        raise DefinitionError(
+            f"no run with thread id {thread!r} in {_db_path()}; list runs with `aworld-graph threads`"
+        )
+    target = target or latest.metadata.get("target") or latest.metadata.get("workflow")
+    if not target:
+        raise DefinitionError(
+            f"run {thread} did not record what it ran; pass --target MODULE:ATTRIBUTE"
+        )
+    source = load_target(str(target))
+    agent = getattr(source, "agent", None)
+    return agent, None if agent is not None else source
+
+
 def _db_path() -> str:
     from ..checkpoint import default_db_path
 
@@ -183,23 +200,12 @@ def resume(
     from ..runner import Runners
 
     saver = _saver(db)
-    latest = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
-    if latest is None:
-        raise DefinitionError(
-            f"no run with thread id {thread!r} in {_db_path()}; list runs with `aworld-graph threads`"
-        )
-    target = target or latest.metadata.get("target")  # type: ignore[assignment]
-    if not target:
-        raise DefinitionError(
-            f"run {thread} did not record what it ran; pass --target MODULE:ATTRIBUTE"
-        )
-    source = load_target(str(target))
-    agent = getattr(source, "agent", None)
+    agent, swarm = _recorded_source(saver, thread, target)
     response = asyncio.run(
         Runners.resume(
             thread,
             agent=agent,
-            swarm=None if agent is not None else source,
+            swarm=swarm,
             value=value,
             checkpointer=saver,
         )
@@ -292,14 +298,7 @@ def fork(
 
     saver = _saver(db)
     thread = _thread_of(checkpoint)
-    latest = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
-    target = target or (latest.metadata.get("target") if latest else None)  # type: ignore[assignment]
-    if not target:
-        raise DefinitionError(
-            f"run {thread} did not record what it ran; pass --target MODULE:ATTRIBUTE"
-        )
-    source = load_target(str(target))
-    agent = getattr(source, "agent", None)
+    agent, swarm = _recorded_source(saver, thread, target)
     forked = asyncio.run(
         Runners.fork(
             thread,
@@ -307,7 +306,7 @@ def fork(
             values=_parse_set(sets),
             new_task_id=new_thread,
             agent=agent,
-            swarm=None if agent is not None else source,
+            swarm=swarm,
             checkpointer=saver,
         )
     )
