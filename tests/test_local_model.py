@@ -62,7 +62,8 @@ async def test_local_model_is_started_once_and_reused() -> None:
     await model.aclose()
 
 
-async def test_model_serve_is_found_through_its_state_file(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_model_serve_is_found_through_its_state_file(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
     import json
     import signal
     import subprocess
@@ -87,11 +88,15 @@ async def test_model_serve_is_found_through_its_state_file(tmp_path, monkeypatch
         shared_url = json.loads(state.read_text())["base_url"]
         monkeypatch.setattr(_local_model, "_server", None)
         model = LocalModel()
-        reply = await model.complete([{"role": "user", "content": "Hi"}])
-        assert reply.usage.total_tokens > 0
+
+        async def ask() -> int:
+            reply = await model.complete([{"role": "user", "content": "Hi"}])
+            await model.aclose()
+            return reply.usage.total_tokens
+
+        assert asyncio.run(ask()) > 0
         assert _local_model._server is not None and _local_model._server.base_url == shared_url
         assert _local_model._server.process is None  # reused, not started here
-        await model.aclose()
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
