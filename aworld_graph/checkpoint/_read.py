@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,10 +104,12 @@ def fetch(
         scopes.setdefault((row[0], row[1]), []).append(row)
     values: dict[tuple[str, str], dict[tuple[str, str], tuple[str, bytes]]] = {}
     writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes]]] = {}
+    skeletons: dict[str, dict[str, Any]] = {}
     for (thread_id, ns), members in scopes.items():
         need: dict[tuple[str, str], None] = {}
         for row in members:
-            for ch, ver in serde.loads_typed(("msgpack", row[4]))["channel_versions"].items():
+            skeleton = skeletons[row[2]] = serde.loads_typed(("msgpack", row[4]))
+            for ch, ver in skeleton["channel_versions"].items():
                 need[(ch, str(ver))] = None
         values[(thread_id, ns)] = _fetch_values(conn, thread_id, ns, list(need))
         ids = {row[2] for row in members}
@@ -117,7 +119,7 @@ def fetch(
             if checkpoint_id in ids:
                 key = (thread_id, ns, checkpoint_id)
                 writes.setdefault(key, []).append((task_id, channel, type_, value))
-    return Page(list(rows), values, writes)
+    return Page(list(rows), values, writes, skeletons)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,20 +133,33 @@ class Page:
     """(thread, namespace) → (channel, version) → serialized value."""
     writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes]]]
     """(thread, namespace, checkpoint) → pending writes, in ``writes_sort_key`` order."""
+    skeletons: dict[str, dict[str, Any]]
+    """checkpoint id → the decoded checkpoint without its values (decoded once, in ``fetch``)."""
 
-    def tuples(self, serde: SerializerProtocol) -> Iterator[CheckpointTuple]:
-        """The checkpoint tuples, in row order."""
+    def tuples(
+        self, serde: SerializerProtocol, *, lazy_values: Callable[[], Any] | None = None
+    ) -> Iterator[CheckpointTuple]:
+        """The checkpoint tuples, in row order.
+
+        With ``lazy_values`` (a context-manager factory wrapping decode errors), each tuple's
+        ``channel_values`` is decoded on first use (:class:`LazyValues`), so walking a long
+        history for ids and metadata does not pay for every state."""
         loads = serde.loads_typed
         for thread_id, ns, checkpoint_id, parent_id, skeleton, metadata in self.rows:
-            skel = loads(("msgpack", skeleton))
+            skel = self.skeletons.pop(checkpoint_id, None) or loads(("msgpack", skeleton))
             found = self.values.get((thread_id, ns), {})
-            channel_values = {}
-            for ch, ver in skel["channel_versions"].items():
-                typed = found.get((ch, str(ver)))
-                if typed is not None:
-                    channel_values[ch] = loads(typed)
+            wanted = [
+                (ch, found.get((ch, str(ver)))) for ch, ver in skel["channel_versions"].items()
+            ]
+
+            def decode(wanted: list[tuple[str, Any]] = wanted) -> dict[str, Any]:
+                return {ch: loads(typed) for ch, typed in wanted if typed is not None}
+
             skel["id"] = checkpoint_id
-            skel["channel_values"] = channel_values
+            if lazy_values is None:
+                skel["channel_values"] = decode()
+            else:
+                skel["channel_values"] = LazyValues(decode, lazy_values)
             writes = self.writes.get((thread_id, ns, checkpoint_id), ())
             yield CheckpointTuple(
                 _config(thread_id, ns, checkpoint_id),
@@ -153,6 +168,80 @@ class Page:
                 _config(thread_id, ns, parent_id) if parent_id else None,
                 [(task, ch, loads((type_, value))) for task, ch, type_, value in writes],
             )
+
+
+class LazyValues(dict):  # type: ignore[type-arg]
+    """A checkpoint's ``channel_values`` that decodes itself on first use.
+
+    Behaves as the plain dict it becomes: every read or write first decodes. Handed out by
+    ``list()`` only; ``get_tuple`` (what a running graph reads) decodes eagerly.
+    """
+
+    __slots__ = ("_decode", "_guard")
+
+    def __init__(self, decode: Callable[[], dict[str, Any]], guard: Callable[[], Any]) -> None:
+        super().__init__()
+        self._decode: Callable[[], dict[str, Any]] | None = decode
+        self._guard = guard
+
+    def _fill(self) -> None:
+        decode = self._decode
+        if decode is not None:
+            self._decode = None
+            with self._guard():
+                dict.update(self, decode())
+
+
+def _filled(name: str) -> Callable[..., Any]:
+    method = getattr(dict, name)
+
+    def call(self: LazyValues, *args: Any, **kwargs: Any) -> Any:
+        self._fill()
+        return method(self, *args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+for _name in (
+    "__getitem__",
+    "__setitem__",
+    "__delitem__",
+    "__contains__",
+    "__iter__",
+    "__len__",
+    "__reversed__",
+    "__repr__",
+    "__or__",
+    "__ror__",
+    "__ior__",
+    "keys",
+    "values",
+    "items",
+    "get",
+    "pop",
+    "popitem",
+    "setdefault",
+    "update",
+    "clear",
+):
+    setattr(LazyValues, _name, _filled(_name))
+
+
+def _compare(self: LazyValues, other: Any) -> Any:
+    self._fill()
+    if isinstance(other, LazyValues):
+        other._fill()
+    return dict.__eq__(self, other)
+
+
+LazyValues.__eq__ = _compare  # type: ignore[method-assign,assignment]
+LazyValues.__ne__ = lambda self, other: (lambda r: r if r is NotImplemented else not r)(
+    _compare(self, other)
+)  # type: ignore[method-assign,assignment]
+LazyValues.copy = lambda self: (self._fill(), dict(dict.items(self)))[1]  # type: ignore[method-assign]
+LazyValues.__hash__ = None  # type: ignore[assignment]
+LazyValues.__reduce__ = lambda self: (dict, (dict(self.items()),))  # type: ignore[method-assign]
 
 
 def _fetch_values(

@@ -152,12 +152,16 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints matching ``config``/``filter``, newest first.
 
+        Each tuple's ``channel_values`` is decoded on first use, so walking history for ids
+        and metadata is cheap.
+
         ``filter`` keys must be identifiers (letters, digits, ``_``); they match top-level
         metadata keys.
         """
+        guard = partial(decoding, self.path)
         for page in self._pages(config, filter, before, limit):
             with decoding(self.path):
-                yield from page.tuples(self.serde)
+                yield from page.tuples(self.serde, lazy_values=guard)
 
     def _pages(
         self,
@@ -204,7 +208,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         pages = await self._run(self._pages, config, filter, before, limit)
         while (page := await self._run(next, pages, None)) is not None:
             with decoding(self.path):
-                for item in page.tuples(self.serde):
+                for item in page.tuples(self.serde, lazy_values=partial(decoding, self.path)):
                     yield item
 
     # -- writing ---------------------------------------------------------------------------
