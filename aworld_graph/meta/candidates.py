@@ -1,0 +1,128 @@
+"""Candidates: versions of a workflow, kept as workflow data (the YAML form, nodes inline).
+
+A candidate's ``spec`` is what :func:`~aworld_graph.spec.swarm_to_dict` gives for a swarm:
+plain data that goes to YAML and back losslessly, so it can be stored in the database,
+edited by the rewrite operators and turned into a runnable :class:`~aworld_graph.swarm.Swarm`
+again by :func:`materialize`. Each node keeps its card fields (``version``, ``parent``,
+``score``, ``operator``), so the lineage of every node travels with the workflow.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..agent import Agent
+from ..model import ChatModel
+from ..swarm import Swarm
+from .evaluate import Evaluation
+
+__all__ = ["Candidate", "materialize", "next_version", "node_of", "nodes_of", "seed_spec"]
+
+
+@dataclass(kw_only=True)
+class Candidate:
+    """One version of the workflow in the optimizer's pool."""
+
+    id: str
+    """``c000`` (the seed), ``c001``…"""
+    spec: dict[str, Any]
+    """The workflow as data (nodes inline)."""
+    parent: str | None = None
+    """The candidate it was derived from."""
+    operator: str = "seed"
+    """The rewrite operator that made it (``rewrite_prompt``, ``demos``, ``insert_critic``…)."""
+    target: str | None = None
+    """The node the operator changed, if one."""
+    change: str = ""
+    """What changed, in words."""
+    key: str = ""
+    """Identifies the edit, so that one parent is not given the same edit twice."""
+    iteration: int = 0
+    """The search iteration that made it."""
+    status: str = "pending"
+    """``seed``, ``pending`` (made, not yet judged), ``accepted``, ``rejected`` or ``invalid``."""
+    evals: dict[str, Evaluation] = field(default_factory=dict)
+    """Split → evaluation."""
+    cost: dict[str, float] = field(default_factory=dict)
+    """What making it cost (the optimizer agent's calls, tokens, seconds)."""
+
+    def score(self, split: str) -> float | None:
+        """Mean reward on ``split``, if evaluated there."""
+        ev = self.evals.get(split)
+        return None if ev is None else ev.mean
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        return node_of(self.spec, name)
+
+    def agents(self) -> list[str]:
+        """Names of the agent nodes (top level), in order."""
+        return [n["name"] for n in nodes_of(self.spec) if n.get("kind") == "agent"]
+
+
+def nodes_of(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The top-level node definitions of a workflow spec (inline ones)."""
+    return [n for n in spec.get("nodes") or [] if isinstance(n, dict) and "name" in n]
+
+
+def node_of(spec: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    """The node named ``name`` in ``spec`` (top level), or ``None``."""
+    return next((n for n in nodes_of(spec) if n["name"] == name), None)
+
+
+def next_version(candidates: list[Candidate], name: str) -> int:
+    """One more than the highest version node ``name`` has in any candidate so far."""
+    versions = [int(n.get("version") or 1) for c in candidates if (n := c.node(name)) is not None]
+    return max(versions, default=0) + 1
+
+
+def seed_spec(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The spec of a workflow file, and each node's card file (for nodes that came from one)."""
+    from ..spec import load_workflow, swarm_to_dict
+
+    swarm = load_workflow(path)
+    origins = {
+        name: str(meta["card"])
+        for name, meta in (swarm.info.get("cards") or {}).items()
+        if meta.get("card")
+    }
+    return swarm_to_dict(swarm), origins
+
+
+def materialize(
+    spec: Mapping[str, Any],
+    *,
+    model: ChatModel | None = None,
+    models: Mapping[str, ChatModel] | None = None,
+    pool: Mapping[str, ChatModel] | None = None,
+    info: Mapping[str, Any] | None = None,
+) -> Swarm:
+    """A runnable swarm for ``spec`` (raises :class:`~aworld_graph.spec.SpecError` if invalid).
+
+    ``model`` / ``models`` are applied as :func:`~aworld_graph.spec.load_workflow` does;
+    then every agent whose ``model.llm_model_name`` names a model of ``pool`` runs on that
+    model object (how a model swap is tried with fake or pre-built models). ``info`` is
+    merged into ``swarm.info`` (it lands in every run's metadata).
+    """
+    from ..spec import load_workflow
+
+    with tempfile.TemporaryDirectory(prefix="aworld-meta-") as tmp:
+        path = Path(tmp) / "candidate.yaml"
+        path.write_text(
+            yaml.safe_dump(copy.deepcopy(dict(spec)), sort_keys=False), encoding="utf-8"
+        )
+        swarm = load_workflow(path, model=model, models=models)
+    if pool:
+        for node in swarm.nodes.values():
+            name = node.conf.llm_model_name if isinstance(node, Agent) and node.conf else None
+            if name in pool:
+                node.model = pool[name]
+    swarm.info = {**swarm.info, **dict(info or {})}
+    return swarm

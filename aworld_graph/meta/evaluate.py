@@ -1,0 +1,236 @@
+"""Evaluate a workflow version on a split: concurrent, checkpointed, tagged runs; mean reward
+with a bootstrap confidence interval; and what it cost (LLM calls, tokens, wall time).
+
+>>> ev = await evaluate(swarm, tasks.dev, reward=tasks.reward, candidate="c003")  # doctest: +SKIP
+>>> ev.mean, ev.ci, ev.llm_calls                                                   # doctest: +SKIP
+
+Each task runs once on thread ``<prefix>-<task id>.r0`` through
+:func:`~aworld_graph.rollout.rollout`, so it is checkpointed, scored with the reward
+function and stored as an episode reward; its run metadata carries ``meta_run``,
+``candidate``, ``split`` and ``task``. Evaluating again with the same ids reads the finished
+runs back instead of running them again (that is how an interrupted optimization resumes).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from ..graph import GraphSource
+from ..rewards import RewardFn
+from ..task import Task
+from .tasks import TaskItem
+
+__all__ = [
+    "Comparison",
+    "Evaluation",
+    "bootstrap_ci",
+    "evaluate",
+    "paired_bootstrap",
+    "thread_prefix",
+]
+
+
+def bootstrap_ci(
+    values: Sequence[float], *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values`` (``(nan, nan)`` when empty)."""
+    if not values:
+        return (float("nan"), float("nan"))
+    if len(set(values)) == 1:
+        return (float(values[0]), float(values[0]))
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    return means[int(tail * resamples)], means[min(resamples - 1, int((1 - tail) * resamples))]
+
+
+@dataclass(kw_only=True)
+class Comparison:
+    """Version B against version A on the same tasks (paired by task)."""
+
+    diff: float
+    """Mean of ``b - a`` over the tasks."""
+    low: float
+    """Lower end of the bootstrap interval of ``diff``."""
+    high: float
+    """Upper end."""
+    p_better: float
+    """Share of bootstrap resamples in which B's mean beats A's."""
+    n: int
+    """Tasks compared."""
+    confidence: float = 0.95
+    """Confidence level of the interval."""
+
+    def __str__(self) -> str:
+        return (
+            f"{self.diff:+.3f} [{self.low:+.3f}, {self.high:+.3f}] "
+            f"({self.confidence:.0%} paired bootstrap, n={self.n})"
+        )
+
+
+def paired_bootstrap(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Comparison:
+    """Paired bootstrap of ``mean(b - a)``: tasks are resampled, each keeping both scores."""
+    if len(a) != len(b):
+        raise ValueError(f"paired_bootstrap needs scores on the same tasks ({len(a)} vs {len(b)})")
+    diffs = [y - x for x, y in zip(a, b, strict=True)]
+    if not diffs:
+        return Comparison(diff=float("nan"), low=float("nan"), high=float("nan"), p_better=0.0, n=0)
+    rng = random.Random(seed)
+    n = len(diffs)
+    means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    return Comparison(
+        diff=sum(diffs) / n,
+        low=means[int(tail * resamples)],
+        high=means[min(resamples - 1, int((1 - tail) * resamples))],
+        p_better=sum(m > 0 for m in means) / resamples,
+        n=n,
+        confidence=confidence,
+    )
+
+
+@dataclass(kw_only=True)
+class Evaluation:
+    """The result of running one candidate on one split."""
+
+    candidate: str
+    """Candidate id."""
+    split: str
+    """``train``, ``dev`` or ``test``."""
+    scores: dict[str, float] = field(default_factory=dict)
+    """Task id → reward."""
+    threads: dict[str, str] = field(default_factory=dict)
+    """Task id → checkpoint thread of its run."""
+    statuses: dict[str, str] = field(default_factory=dict)
+    """Task id → how the run ended (``finished``, ``max_steps``, ``error``…)."""
+    mean: float = float("nan")
+    """Mean reward."""
+    ci_low: float = float("nan")
+    """Lower end of the 95 % bootstrap interval of the mean."""
+    ci_high: float = float("nan")
+    """Upper end."""
+    llm_calls: int = 0
+    """Model calls made by the runs."""
+    tokens: int = 0
+    """Tokens used by the runs (prompt + completion)."""
+    seconds: float = 0.0
+    """Wall time of the evaluation."""
+
+    @property
+    def n(self) -> int:
+        return len(self.scores)
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        return (self.ci_low, self.ci_high)
+
+    @property
+    def errors(self) -> int:
+        """Runs that ended in an error (they score like any other run, usually 0)."""
+        return sum(1 for s in self.statuses.values() if s == "error")
+
+    def values(self, order: Sequence[str] | None = None) -> list[float]:
+        """Scores in ``order`` of task ids (default: as stored)."""
+        return [self.scores[t] for t in (order if order is not None else list(self.scores))]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "candidate": self.candidate,
+            "split": self.split,
+            "scores": self.scores,
+            "threads": self.threads,
+            "statuses": self.statuses,
+            "mean": self.mean,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "llm_calls": self.llm_calls,
+            "tokens": self.tokens,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    def summary(self) -> str:
+        return (
+            f"{self.split} {self.mean:.3f} [{self.ci_low:.3f}, {self.ci_high:.3f}] n={self.n} "
+            f"({self.llm_calls} calls, {self.tokens} tokens, {self.seconds:.1f}s)"
+        )
+
+
+def thread_prefix(run_id: str, candidate: str, split: str) -> str:
+    """The start of the thread ids of one evaluation's runs."""
+    return f"meta-{run_id}-{candidate}-{split}"
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", text)
+
+
+async def evaluate(
+    swarm: GraphSource,
+    items: Sequence[TaskItem],
+    *,
+    reward: RewardFn,
+    threshold: float = 1.0,
+    candidate: str = "c000",
+    split: str = "train",
+    run_id: str = "eval",
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    concurrency: int = 4,
+) -> Evaluation:
+    """Run ``swarm`` once on every task of ``items`` (at most ``concurrency`` at once) and score
+    the answers with ``reward``; see the module docstring for where the runs go."""
+    from ..rollout import rollout
+
+    prefix = thread_prefix(run_id, candidate, split)
+    tasks = [
+        Task(
+            input=item.input,
+            swarm=swarm,
+            id=f"{prefix}-{_safe(item.id)}",
+            expected=item.expected,
+            metadata={"meta_run": run_id, "candidate": candidate, "split": split, "task": item.id},
+        )
+        for item in items
+    ]
+    started = time.perf_counter()
+    groups = await rollout(
+        tasks,
+        n=1,
+        reward_fn=reward,
+        threshold=threshold,
+        concurrency=concurrency,
+        checkpointer=checkpointer,
+    )
+    result = Evaluation(candidate=candidate, split=split)
+    for item, group in zip(items, groups, strict=True):
+        run = group.runs[0]
+        result.scores[item.id] = run.score
+        result.threads[item.id] = run.thread_id
+        result.statuses[item.id] = run.response.status
+        result.llm_calls += run.response.llm_calls
+        result.tokens += int(run.response.usage.get("total_tokens", 0))
+    result.seconds = time.perf_counter() - started
+    values = list(result.scores.values())
+    if values:
+        result.mean = statistics.fmean(values)
+        result.ci_low, result.ci_high = bootstrap_ci(values)
+    return result
