@@ -3,6 +3,8 @@
 ``python -m aworld_graph.meta.generate`` rewrites ``aworld_graph/meta/tasksets/`` from them:
 
 * ``arithmetic.jsonl`` – multi-step arithmetic word problems (reward ``numeric``);
+* ``expressions.jsonl`` – multi-step arithmetic written as expressions ("What is 47 * 12 + 35?"),
+  the same skill without the reading (reward ``numeric``); small models get some of these right;
 * ``tool_use.jsonl`` + ``tool_use_files/`` – questions about small record files that an agent
   answers by reading them through the bundled MCP environment server (``read_file``) and,
   for some, adding with its ``calculator`` (reward ``numeric``).
@@ -14,10 +16,17 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
+from ..environment._calculator import calculate
 from ..rewards import numeric
 from .tasks import TASKSET_DIR, TaskItem, TaskSet, save_tasks
 
-__all__ = ["arithmetic_tasks", "tool_use_tasks", "write_shipped"]
+__all__ = [
+    "arithmetic_tasks",
+    "expression_tasks",
+    "tool_use_tasks",
+    "tool_use_workflow",
+    "write_shipped",
+]
 
 _NAMES = ["Mia", "Noah", "Ava", "Liam", "Zoe", "Omar", "Lena", "Ravi", "Ines", "Theo"]
 _ITEMS = ["marbles", "stickers", "cards", "shells", "stamps", "beads"]
@@ -125,6 +134,26 @@ def arithmetic_tasks(n: int = 60, *, seed: int = 0) -> TaskSet:
     return TaskSet(name="arithmetic", items=items, reward_name="numeric", reward=numeric)
 
 
+def expression_tasks(n: int = 60, *, seed: int = 0) -> TaskSet:
+    """``n`` questions "What is <expression>?" with 2–3 operations, 40 / 20 / 40 % splits."""
+    r = random.Random(seed)
+    shapes = ["{a} * {b} + {c}", "{a} * {b} - {c}", "({a} + {c}) * {b}", "{a} * {b} + {c} * {d}"]
+    items = []
+    for i, split in enumerate(_splits(n, 0.4, 0.2)):
+        a, b, c, d = r.randint(12, 99), r.randint(3, 29), r.randint(10, 99), r.randint(2, 9)
+        expression = shapes[i % len(shapes)].format(a=a, b=b, c=c, d=d)
+        items.append(
+            TaskItem(
+                id=f"expr-{i:03d}",
+                input=f"What is {expression}?",
+                expected=int(calculate(expression)),
+                split=split,
+                metadata={"expression": expression},
+            )
+        )
+    return TaskSet(name="expressions", items=items, reward_name="numeric", reward=numeric)
+
+
 _SYLLABLES = ["ka", "lo", "ven", "dra", "mi", "sor", "tel", "ba", "ru", "nis", "po", "quel"]
 
 
@@ -194,11 +223,58 @@ def tool_use_tasks(root: str | Path, n: int = 40, *, towns: int = 12, seed: int 
     return TaskSet(name="tool_use", items=items, reward_name="numeric", reward=numeric)
 
 
+def tool_use_workflow(directory: str | Path, root: str | Path | None = None) -> Path:
+    """Write a seed workflow for the ``tool_use`` tasks to ``directory/workflows/tool_use.yaml``:
+    one agent with the bundled environment server (over stdio) rooted at ``root`` (default: the
+    shipped files, :func:`~.tasks.tool_use_root`)."""
+    import sys
+
+    import yaml
+
+    from .tasks import tool_use_root
+
+    root = Path(root) if root is not None else tool_use_root()
+    spec = {
+        "name": "tool_use",
+        "description": "Answers questions about towns from their record files.",
+        "version": 1,
+        "build_type": "workflow",
+        "mcp_config": {
+            "mcpServers": {
+                "env": {
+                    "command": sys.executable,
+                    "args": [
+                        "-m",
+                        "aworld_graph.environment.server",
+                        "--root",
+                        str(root.resolve()),
+                    ],
+                }
+            }
+        },
+        "nodes": [
+            {
+                "kind": "agent",
+                "name": "clerk",
+                "description": "Looks facts up in the environment's files.",
+                "system_prompt": "Answer the question.",
+                "mcp_servers": ["env"],
+                "max_steps": 6,
+            }
+        ],
+    }
+    path = Path(directory) / "workflows" / "tool_use.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return path
+
+
 def write_shipped(directory: str | Path = TASKSET_DIR) -> list[Path]:
     """Regenerate the shipped task sets in ``directory``."""
     directory = Path(directory)
     return [
         save_tasks(arithmetic_tasks(), directory / "arithmetic.jsonl"),
+        save_tasks(expression_tasks(), directory / "expressions.jsonl"),
         save_tasks(tool_use_tasks(directory / "tool_use_files"), directory / "tool_use.jsonl"),
     ]
 

@@ -10,9 +10,10 @@ hash of their id (50 / 25 / 25 by default), so the assignment never changes when
 added. ``reward`` names a function of :mod:`aworld_graph.rewards` (``exact``, ``numeric``,
 ``contains``, ``regex``) or an import path ``package.module:function``.
 
-Two task sets ship with the package (:func:`shipped`): ``arithmetic`` (multi-step word
-problems) and ``tool_use`` (questions answered by reading files through the bundled MCP
-environment server; see :func:`tool_use_root`). :func:`reasoning_gym_tasks` turns a
+Three task sets ship with the package (:func:`shipped`): ``arithmetic`` (multi-step word
+problems), ``expressions`` (the same arithmetic as bare expressions) and ``tool_use``
+(questions answered by reading files through the bundled MCP environment server; see
+:func:`tool_use_root`). :func:`reasoning_gym_tasks` turns a
 ``reasoning-gym`` generator into a task set when that package is installed.
 """
 
@@ -277,7 +278,7 @@ def save_tasks(
 
 
 def shipped(name: str) -> TaskSet:
-    """A task set that ships with the package: ``arithmetic`` or ``tool_use``."""
+    """A task set that ships with the package: ``arithmetic``, ``expressions`` or ``tool_use``."""
     path = TASKSET_DIR / f"{name}.jsonl"
     if not path.is_file():
         known = sorted(p.stem for p in TASKSET_DIR.glob("*.jsonl"))

@@ -18,7 +18,7 @@ from aworld_graph.meta import (
     save_tasks,
     shipped,
 )
-from aworld_graph.meta.generate import arithmetic_tasks, tool_use_tasks
+from aworld_graph.meta.generate import arithmetic_tasks, expression_tasks, tool_use_tasks
 from aworld_graph.meta.tasks import TASKSET_DIR, tool_use_root
 from aworld_graph.rewards import contains, numeric
 
@@ -111,8 +111,16 @@ def test_shipped_arithmetic_set_is_what_its_generator_makes_and_answers_are_righ
         assert calculate(t.metadata["expression"]) == t.expected > 0
         assert t.metadata["expression"].count(" ") >= 4  # at least two operations
     assert len({t.metadata["template"] for t in tasks.test}) >= 5
-    with pytest.raises(ConfigError, match="shipped: arithmetic, tool_use"):
+    with pytest.raises(ConfigError, match="shipped: arithmetic, expressions, tool_use"):
         shipped("nope")
+
+
+def test_shipped_expressions_are_what_their_generator_makes() -> None:
+    tasks = shipped("expressions")
+    assert tasks.items == expression_tasks().items and tasks.reward is numeric
+    assert (len(tasks.train), len(tasks.dev), len(tasks.test)) == (24, 12, 24)
+    for t in tasks.items:
+        assert t.input == f"What is {t.metadata['expression']}?"
 
 
 def test_shipped_tool_use_set_matches_its_files(tmp_path: Path) -> None:
@@ -168,3 +176,53 @@ def test_reasoning_gym_missing_says_how_to_install(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "reasoning_gym", None)
     with pytest.raises(ConfigError, match="pip install reasoning-gym"):
         reasoning_gym_tasks("leg_counting")
+
+
+async def test_tool_use_tasks_are_solved_through_the_bundled_environment_server(
+    tmp_path: Path,
+) -> None:
+    """A model that reads the named files with the MCP server's ``read_file`` (and adds up)
+    scores 1 on every task; one that answers without looking scores 0."""
+    import re
+    from typing import Any
+
+    from aworld_graph.checkpoint import TrajectorySaver
+    from aworld_graph.meta import evaluate
+    from aworld_graph.meta.generate import tool_use_workflow
+    from aworld_graph.spec import load_workflow
+    from aworld_graph.testing import FunctionModel, tool_call
+
+    def reader(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        question = next(str(m["content"]) for m in messages if m["role"] == "user")
+        files = re.findall(r"records/\w+\.txt", question)
+        results = [str(m["content"]) for m in messages if m["role"] == "tool"]
+        if not results:
+            return [tool_call("env__read_file", {"path": f}) for f in files]
+        field = (
+            "population"
+            if "people" in question
+            else "schools"
+            if "schools" in question
+            else "founded"
+        )
+        values = [int(re.search(rf"{field}: (\d+)", r).group(1)) for r in results]  # type: ignore[union-attr]
+        return f"The answer is {sum(values)}."
+
+    tasks = shipped("tool_use").subset(train=6, dev=0, test=0)
+    saver = TrajectorySaver(tmp_path / "tool.db")
+    workflow = tool_use_workflow(tmp_path)
+    ev = await evaluate(
+        load_workflow(workflow, model=FunctionModel(reader)),
+        tasks.train,
+        reward=tasks.reward,
+        checkpointer=saver,
+    )
+    assert ev.mean == 1.0 and ev.llm_calls == 12
+    guess = await evaluate(
+        load_workflow(workflow, model=FunctionModel(lambda m, t: "The answer is 1000.")),
+        tasks.train,
+        reward=tasks.reward,
+        checkpointer=saver,
+        candidate="c001",
+    )
+    assert guess.mean == 0.0
