@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import html
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -179,6 +180,7 @@ def _describe(spec: Mapping[str, Any]) -> str:
 def _extract_prompt(text: str | None) -> str:
     if not text:
         return ""
+    text = html.unescape(text)  # some local chat formats escape the tags
     match = re.search(r"<prompt>(.*?)(?:</prompt>|$)", text, re.S | re.I)
     return (match.group(1) if match else text).strip()
 

@@ -5,9 +5,11 @@
   candidate that introduced it) and ``operator``;
 * ``workflows/<stem>.v<N>.yaml`` – the best workflow: unchanged nodes refer to their original
   cards, changed and new ones to the versions above;
-* ``reports/<stem>.v<N>.md`` / ``.svg`` / ``.json`` – a table of every iteration (operator,
+* ``reports/<run id>.md`` / ``.svg`` / ``.json`` – a table of every iteration (operator,
   change, scores with intervals, cost), the score-per-iteration plot with cumulative cost,
   and the same data as JSON.
+
+When no candidate beat the seed, only the report is written.
 """
 
 from __future__ import annotations
@@ -184,27 +186,12 @@ def _card_versions(result: OptimizeResult) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
-def write_outputs(result: OptimizeResult, out: str | Path) -> list[Path]:
-    """Write cards, the best workflow and the report under ``out``; return the files."""
+def _write_workflow(
+    result: OptimizeResult, wf_dir: Path, nodes_dir: Path, card_files: dict[str, Path]
+) -> Path:
+    """The best workflow, its changed nodes referring to their new card versions."""
     from ..spec import load_workflow
 
-    out = Path(out)
-    nodes_dir, wf_dir, rep_dir = out / "nodes", out / "workflows", out / "reports"
-    for d in (nodes_dir, wf_dir, rep_dir):
-        d.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    card_files: dict[str, Path] = {}
-    for name, versions in _card_versions(result).items():
-        for card in versions:
-            text = _yaml(card, "node", nodes_dir)
-            path = nodes_dir / f"{name}.v{card.get('version', 1)}.yaml"
-            if path.exists() and path.read_text(encoding="utf-8") != text:
-                path = _free(
-                    nodes_dir, f"{name}.r{result.run_id[-6:]}", int(card.get("version", 1)), text
-                )
-            path.write_text(text, encoding="utf-8")
-            written.append(path)
-            card_files[name] = path
     best = result.best
     data = json.loads(json.dumps(best.spec))
     seed_version = int(result.seed.spec.get("version") or 1)
@@ -239,8 +226,34 @@ def write_outputs(result: OptimizeResult, out: str | Path) -> list[Path]:
         version += 1
     wf_path.write_text(header + text, encoding="utf-8")
     load_workflow(wf_path)  # what we wrote must load
-    written.insert(0, wf_path)
-    base = f"{stem}.v{version}"
+    return wf_path
+
+
+def write_outputs(result: OptimizeResult, out: str | Path) -> list[Path]:
+    """Write cards, the best workflow (unless the seed stayed best) and the report under
+    ``out``; return the files (the workflow first)."""
+    out = Path(out)
+    nodes_dir, wf_dir, rep_dir = out / "nodes", out / "workflows", out / "reports"
+    for d in (nodes_dir, wf_dir, rep_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    card_files: dict[str, Path] = {}
+    for name, versions in _card_versions(result).items():
+        for card in versions:
+            text = _yaml(card, "node", nodes_dir)
+            path = nodes_dir / f"{name}.v{card.get('version', 1)}.yaml"
+            if path.exists() and path.read_text(encoding="utf-8") != text:
+                path = _free(
+                    nodes_dir, f"{name}.r{result.run_id[-6:]}", int(card.get("version", 1)), text
+                )
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+            card_files[name] = path
+    wf_path = None
+    if result.best.id != result.seed.id:
+        wf_path = _write_workflow(result, wf_dir, nodes_dir, card_files)
+        written.insert(0, wf_path)
+    base = result.run_id
     plot_path = rep_dir / f"{base}.svg"
     points = [
         Point(
@@ -258,7 +271,7 @@ def write_outputs(result: OptimizeResult, out: str | Path) -> list[Path]:
         score_plot(
             points,
             [(r["iteration"], float(r["llm_calls"])) for r in rows],
-            title=f"{stem}: score per iteration ({result.tasks.name})",
+            title=f"{result.workflow.stem}: score per iteration ({result.tasks.name})",
         ),
         encoding="utf-8",
     )
@@ -270,13 +283,16 @@ def write_outputs(result: OptimizeResult, out: str | Path) -> list[Path]:
             {
                 "run_id": result.run_id,
                 "workflow": str(result.workflow),
-                "best_workflow": str(wf_path),
+                "best_workflow": str(wf_path) if wf_path else None,
                 "tasks": result.tasks.name,
                 "budget": str(result.budget),
                 "spent": vars(result.spent),
                 "stop_reason": result.stop_reason,
                 "seed": {s: result.seed.score(s) for s in ("train", "dev", "test")},
-                "best": {"id": best.id, **{s: best.score(s) for s in ("train", "dev", "test")}},
+                "best": {
+                    "id": result.best.id,
+                    **{s: result.best.score(s) for s in ("train", "dev", "test")},
+                },
                 "comparison": vars(result.comparison) if result.comparison else None,
                 "iterations": rows,
             },
