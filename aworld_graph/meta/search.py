@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..checkpoint import TrajectorySaver
 from ..errors import AWorldGraphError, ConfigError
 from ..model import ChatModel
 from ._store import MetaStore, Step
@@ -220,6 +221,14 @@ class Optimizer:
             )
         if self.selection not in ("best", "pareto"):
             raise ConfigError(f"selection {self.selection!r}: use 'best' or 'pareto'")
+        self.id = self.run_id or ""
+        """The run id (set when :meth:`run` starts)."""
+        self.cands: list[Candidate] = []
+        """The pool and every other candidate, seed first (loaded from the database)."""
+        self.steps: list[Step] = []
+        """The iterations so far."""
+        self.saver: TrajectorySaver
+        self.store: MetaStore
 
     # -- plumbing -----------------------------------------------------------------------------
     def _emit(self, event: str, **data: Any) -> None:
@@ -310,8 +319,14 @@ class Optimizer:
         return order + sorted((c for c in pool if c not in order), key=lambda c: -self._train(c))
 
     async def _propose(self, iteration: int) -> Candidate | None:
-        op = self._ops[(iteration - 1) % len(self._ops)]
-        for parent in self._parents(iteration):
+        """The operator whose turn it is proposes a child (an operator with nothing left to
+        try on the pool passes its turn to the next)."""
+        first = (iteration - 1) % len(self._ops)
+        for op, parent in (
+            (self._ops[(first + k) % len(self._ops)], parent)
+            for k in range(len(self._ops))
+            for parent in self._parents(iteration)
+        ):
             ctx = OperatorContext(
                 run_id=self.id,
                 iteration=iteration,
@@ -372,9 +387,9 @@ class Optimizer:
         self._record(
             Step(
                 iteration=iteration,
-                operator=op.name,
+                operator=self._ops[first].name,
                 outcome="skipped",
-                note=f"{op.name} has nothing left to try on the pool",
+                note="no operator has anything left to try on the pool",
             )
         )
         return None
@@ -436,12 +451,7 @@ class Optimizer:
         best_train = max(self._train(c) for c in self.cands if c.status in ("seed", "accepted"))
         if self.target is not None and best_train >= self.target:
             return f"target reached: training score {best_train:.3f}"
-        skipped = 0
-        for s in reversed(self.steps):
-            if s.outcome != "skipped":
-                break
-            skipped += 1
-        if skipped >= len(self._ops):
+        if self.steps and self.steps[-1].outcome == "skipped":
             return "nothing left to try: every operator is exhausted on the pool"
         n_train = max(1, len(self.tasks.train))
         dev_share, test_share = len(self.tasks.dev) / n_train, len(self.tasks.test) / n_train
@@ -473,7 +483,7 @@ class Optimizer:
     # -- the run ------------------------------------------------------------------------------
     async def run(self) -> OptimizeResult:
         """Optimize (or continue an optimization with the same id) and return the result."""
-        from ..checkpoint import TrajectorySaver, default_db_path
+        from ..checkpoint import default_db_path
 
         spec, origins = seed_spec(self.workflow)
         settings = {
