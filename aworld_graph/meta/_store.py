@@ -4,8 +4,8 @@
 * ``meta_candidates`` – every candidate: parent, operator, change, status, the workflow spec;
 * ``meta_evals`` – every evaluation: candidate, split, mean and interval, cost, per-task
   scores and threads;
-* ``meta_steps`` – one row per search iteration: operator, parent, outcome, the optimizer
-  agent's cost.
+* ``meta_steps`` – one row per search iteration: operator, parent, target node, outcome, the
+  optimizer agent's cost.
 
 A candidate is written before it is evaluated and its evaluation as soon as it ends, so an
 optimization that crashes continues where it stopped (finished runs are read back from their
@@ -46,6 +46,8 @@ class Step:
     """The candidate it started from."""
     candidate: str | None = None
     """The candidate it made, if any."""
+    target: str | None = None
+    """The node the operator worked on, if one."""
     outcome: str = "pending"
     """``accepted``, ``rejected``, ``invalid``, ``skipped`` (nothing left to try) or ``pending``."""
     note: str = ""
@@ -131,6 +133,7 @@ class MetaStore:
                     "operator": str,
                     "parent": str,
                     "candidate": str,
+                    "target": str,
                     "outcome": str,
                     "note": str,
                     "llm_calls": int,
@@ -238,6 +241,7 @@ class MetaStore:
                 "operator": s.operator,
                 "parent": s.parent,
                 "candidate": s.candidate,
+                "target": s.target,
                 "outcome": s.outcome,
                 "note": s.note,
                 "llm_calls": int(s.cost.get("llm_calls", 0)),
@@ -255,6 +259,7 @@ class MetaStore:
                 operator=row["operator"],
                 parent=row["parent"],
                 candidate=row["candidate"],
+                target=row["target"],
                 outcome=row["outcome"],
                 note=row["note"] or "",
                 cost={

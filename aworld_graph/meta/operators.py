@@ -31,6 +31,7 @@ from ..errors import AWorldGraphError, ConfigError
 from ..export.runs import Run, load_run
 from ..model import ChatModel
 from ._edits import DEFAULT_CRITICS, apply_edit, bump_card, topology_edits
+from ._store import Step
 from .candidates import Candidate, materialize, next_version, node_of
 from .tasks import TaskSet
 
@@ -93,6 +94,8 @@ class OperatorContext:
     """The checkpoint database with every evaluation run."""
     rng: random.Random
     """Randomness seeded by the run and the iteration (so a resumed search repeats itself)."""
+    steps: Sequence[Step] = ()
+    """The search's iterations so far (attempts that made no candidate are only there)."""
 
     def children(self, operator: str | None = None, target: str | None = None) -> list[Candidate]:
         """Candidates already derived from the parent (by ``operator`` on ``target``)."""
@@ -103,6 +106,20 @@ class OperatorContext:
             and (operator is None or c.operator == operator)
             and (target is None or c.target == target)
         ]
+
+    def attempts(self, operator: str, target: str | None = None) -> int:
+        """How often ``operator`` worked on ``target`` from the parent: the children it made
+        and the attempts that made none."""
+        empty = sum(
+            1
+            for s in self.steps
+            if s.parent == self.parent.id
+            and s.candidate is None
+            and s.outcome == "invalid"
+            and (target is None or s.target == target)
+            and s.operator == operator
+        )
+        return len(self.children(operator, target)) + empty
 
     def tried(self) -> set[str]:
         """Keys of the edits already tried on the parent."""
@@ -198,6 +215,7 @@ class RewritePrompt:
     max_chars: int = 4000
     """Longer prompts are refused."""
     name: str = "rewrite_prompt"
+    """The operator's name (in steps, reports and ``default_operators(names=...)``)."""
 
     async def propose(self, ctx: OperatorContext) -> Proposal | None:
         from ..agent import Agent
@@ -211,7 +229,7 @@ class RewritePrompt:
         failing = [t for t, s in ev.scores.items() if s < ctx.tasks.threshold and t in items]
         if not failing:
             return None
-        attempts = {a: len(ctx.children(self.name, a)) for a in agents}
+        attempts = {a: ctx.attempts(self.name, a) for a in agents}
         runs: dict[str, Run] = {}
         for t in failing:
             if len(runs) >= 4 * self.max_examples:
@@ -230,7 +248,8 @@ class RewritePrompt:
         assert node is not None
         current = str(node.get("system_prompt") or "You are a helpful assistant.")
         order = list(runs)
-        shift = (attempts[target] * self.max_examples) % len(order)
+        # another attempt shows other failures (or the same ones in another order)
+        shift = attempts[target] * max(1, min(self.max_examples, len(order) - 1)) % len(order)
         chosen = (order[shift:] + order[:shift])[: self.max_examples]
         tried = [
             (c.node(target) or {}).get("system_prompt", "") for c in ctx.children(self.name, target)
@@ -330,6 +349,7 @@ class MineDemos:
     max_attempts: int = 3
     """Different demonstration sets tried for one node from one parent."""
     name: str = "demos"
+    """The operator's name."""
 
     def _successes(self, ctx: OperatorContext) -> list[tuple[str, str, str]]:
         """(candidate, task, thread) of successful training runs: the parent's first."""
@@ -400,6 +420,7 @@ class EditTopology:
     kinds: Sequence[str] | None = None
     """Only these edit kinds (``None``: all)."""
     name: str = "topology"
+    """The operator's name (its children are named by the edit kind)."""
 
     async def propose(self, ctx: OperatorContext) -> Proposal | None:
         tried = ctx.tried()

@@ -335,6 +335,7 @@ class Optimizer:
                 tasks=self.tasks,
                 saver=self.saver,
                 rng=random.Random(f"{self.seed}-{iteration}-{parent.id}"),
+                steps=self.steps,
             )
             proposal = await op.propose(ctx)
             if proposal is None:
@@ -345,6 +346,7 @@ class Optimizer:
                         iteration=iteration,
                         operator=op.name,
                         parent=parent.id,
+                        target=proposal.target,
                         outcome="invalid",
                         note=proposal.note,
                         cost=proposal.cost,

@@ -149,3 +149,28 @@ def test_budget_parsing() -> None:
     ]:
         with pytest.raises(ConfigError, match=words):
             Budget.parse(bad)
+
+
+async def test_an_optimizer_agent_that_only_repeats_itself_is_not_asked_forever(
+    tmp_path: Path,
+) -> None:
+    from aworld_graph.meta import default_operators, optimize
+    from aworld_graph.testing import FunctionModel
+
+    def echo(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        current = str(messages[-1]["content"]).split("<prompt>\n", 1)[1].split("\n</prompt>", 1)[0]
+        return f"<prompt>{current}</prompt>"
+
+    teacher = FunctionModel(echo)
+    result = await optimize(
+        syn.write_seed(tmp_path),
+        syn.synthetic_tasks(8, 4, 4),
+        budget=Budget(iterations=20),
+        operators=default_operators(teacher, names=("rewrite_prompt",)),
+        model=syn.student_model(),
+        db=tmp_path / "runs.db",
+    )
+    assert len(teacher.calls) == 4  # RewritePrompt.max_attempts, each with other failing runs
+    assert [s.outcome for s in result.steps] == ["invalid"] * 4 + ["skipped"]
+    assert result.stop_reason.startswith("nothing left to try")
+    assert len({c.messages[-1]["content"] for c in teacher.calls}) == 4
