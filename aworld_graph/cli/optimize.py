@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -182,21 +183,25 @@ def optimize_command(
         tools=tools or ("calculator",),
     )
     progress = _Progress(quiet=as_json)
-    result = asyncio.run(
-        optimize(
-            path,
-            task_set,
-            out=Path(out) if out else _default_out(path),
-            budget=Budget.parse(budget),
-            operators=ops,
-            db=db,
-            selection=selection,
-            concurrency=concurrency,
-            seed=seed,
-            run_id=run_id,
-            on_event=progress,
+    try:
+        result = asyncio.run(
+            optimize(
+                path,
+                task_set,
+                out=Path(out) if out else _default_out(path),
+                budget=Budget.parse(budget),
+                operators=ops,
+                db=db,
+                selection=selection,
+                concurrency=concurrency,
+                seed=seed,
+                run_id=run_id,
+                on_event=progress,
+            )
         )
-    )
+    except KeyboardInterrupt:
+        click.echo("interrupted; run the same command again to resume the optimization", err=True)
+        sys.exit(130)
     if as_json:
         click.echo(
             json.dumps(
