@@ -180,11 +180,16 @@ class MetaStore:
                 "status": c.status,
                 "spec": json.dumps(c.spec),
                 "cost": json.dumps(c.cost),
-                "created_at": _now(),
                 "updated_at": _now(),
             },
             pk=("run_id", "id"),
         )
+        self.db.execute(
+            "UPDATE meta_candidates SET created_at = updated_at "
+            "WHERE run_id = ? AND id = ? AND created_at IS NULL",
+            [run_id, c.id],
+        )
+        self.db.conn.commit()
 
     def candidates(self, run_id: str) -> list[Candidate]:
         """Every candidate of the run, in id order, with its evaluations attached."""
