@@ -24,7 +24,7 @@ from .model import ChatModel, ModelResponse, resolve_model
 from .state import Message, SwarmState
 from .tools import Tool, ToolOutcome, ToolProvider, ToolSpec, as_tools, truncate_for_model
 
-__all__ = ["AgentRuntime", "GraphTool", "public_messages"]
+__all__ = ["AgentRuntime", "GraphTool", "public_messages", "turn_input"]
 
 NUDGE = "Reply with the final answer only."
 
@@ -125,6 +125,26 @@ def _assistant_message(response: ModelResponse) -> Message:
     return message
 
 
+def turn_input(name: str, state: SwarmState) -> str:
+    """What a private turn starts from: the task, earlier outputs, critic feedback."""
+    parts = [str(state.get("input", ""))]
+    outputs = {k: v for k, v in (state.get("outputs") or {}).items() if k != name}
+    if outputs:
+        parts.append(
+            "Results from earlier steps:\n" + "\n".join(f"[{k}]\n{v}" for k, v in outputs.items())
+        )
+    critiques = [r for r in state.get("rewards", []) if r.get("judged") == name]
+    if critiques and critiques[-1].get("status") == "retry":
+        c = critiques[-1]
+        previous = (state.get("outputs") or {}).get(name, "")
+        parts.append(
+            f"Your previous answer:\n{previous}\n"
+            f"Feedback from {c.get('source')} (score {c.get('score')}): {c.get('feedback')}\n"
+            "Write an improved answer."
+        )
+    return "\n\n".join(p for p in parts if p)
+
+
 class AgentRuntime:
     """An :class:`Agent` made ready to run: its model resolved, its tools gathered.
 
@@ -200,24 +220,8 @@ class AgentRuntime:
         return f"{self.name}#{len(turns) + 1}", True
 
     def turn_input(self, state: SwarmState) -> str:
-        """What a private turn starts from: the task, earlier outputs, critic feedback."""
-        parts = [str(state.get("input", ""))]
-        outputs = {k: v for k, v in (state.get("outputs") or {}).items() if k != self.name}
-        if outputs:
-            parts.append(
-                "Results from earlier steps:\n"
-                + "\n".join(f"[{k}]\n{v}" for k, v in outputs.items())
-            )
-        critiques = [r for r in state.get("rewards", []) if r.get("judged") == self.name]
-        if critiques and critiques[-1].get("status") == "retry":
-            c = critiques[-1]
-            previous = (state.get("outputs") or {}).get(self.name, "")
-            parts.append(
-                f"Your previous answer:\n{previous}\n"
-                f"Feedback from {c.get('source')} (score {c.get('score')}): {c.get('feedback')}\n"
-                "Write an improved answer."
-            )
-        return "\n\n".join(p for p in parts if p)
+        """What a private turn of this agent starts from (see :func:`turn_input`)."""
+        return turn_input(self.name, state)
 
     # -- the LLM node -------------------------------------------------------------------------
     def _llm_calls(self, state: SwarmState) -> int:

@@ -7,7 +7,6 @@ real state at run time.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
-from ._agent_nodes import AgentRuntime, GraphTool
+from ._agent_nodes import AgentRuntime, GraphTool, turn_input
 from .agent import Agent
 from .graph import BuiltGraph, GraphSource, as_source, build_agent_nodes
 from .nodes import Critic, Human, Node
@@ -120,9 +119,7 @@ def _nested_node(swarm_node: Swarm) -> Callable[..., Any]:
     run = _sub_runner(swarm_node, swarm_node.name)
 
     async def node(state: SwarmState, config: RunnableConfig) -> dict[str, Any]:
-        host = AgentRuntime.__new__(AgentRuntime)  # only for turn_input: name + state reading
-        host.name = swarm_node.name
-        request = AgentRuntime.turn_input(host, state)
+        request = turn_input(swarm_node.name, state)
         n = 1 + sum(
             1
             for r in state.get("trace", [])
@@ -275,7 +272,11 @@ def compile_swarm(swarm: Swarm) -> BuiltGraph:
                         if e.source == current and e.target not in reach:
                             reach.add(e.target)
                             frontier.append(e.target)
-                group = [swarm.nodes[m] for m in members if m in reach and isinstance(swarm.nodes[m], Agent)]
+                group = [
+                    swarm.nodes[m]
+                    for m in members
+                    if m in reach and isinstance(swarm.nodes[m], Agent)
+                ]
                 handoffs_here = [e for e in handoffs if e.source in reach]
                 source: GraphSource = Swarm(
                     *group,
@@ -294,10 +295,3 @@ def compile_swarm(swarm: Swarm) -> BuiltGraph:
         build_agent_nodes(graph, leader, runtime)
         graph.add_edge(START, leader.name)
     return BuiltGraph(graph=graph, entry=str(swarm.root), runtimes=runtimes, info=info)
-
-
-def describe(swarm: Swarm) -> str:
-    """A JSON summary of the compiled topology (for debugging)."""
-    return json.dumps(
-        {"nodes": list(swarm.nodes), "edges": [(e.source, e.target, e.kind) for e in swarm.edges]}
-    )
