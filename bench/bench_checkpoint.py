@@ -9,7 +9,9 @@ Rows: ``name``, ``ours``, ``peer``, ``ratio`` (ours / peer) and ``goal`` (the ra
 * per-step cost: what the saver adds per step of a 100-node chain — wall time with the saver
   minus wall time with a saver that stores nothing (so LangGraph's own checkpointing work,
   the same for every saver, is not counted).
-* list(): iterate every checkpoint of one long thread.
+* list(): iterate every checkpoint of one long thread; and iterate it reading each tuple's
+  values, metadata and pending writes (ours decodes a page of tuples on first use, so the
+  first row is what a history walk for ids and configs costs, the second a full read).
 * get_tuple(latest): the long thread against a 10-checkpoint thread in the same file ("peer"
   is the short thread here: the goal is the same speed).
 * concurrent runs: wall time of N concurrent runs with a 50 ms "LLM call", checkpoints on
@@ -263,10 +265,21 @@ def _loop_graph(n: int, saver: BaseCheckpointSaver, grow: bool = False) -> Any:
     return g.compile(checkpointer=saver)
 
 
-def bench_history(tmp: Path, sizes: Sizes, grow: bool = False) -> dict[str, Any]:
-    """Time to list every checkpoint of one long thread (best of ``repeats``)."""
+def _walk(saver: BaseCheckpointSaver, read: bool) -> int:
+    """Iterate one thread's history; with ``read``, use every tuple's state and writes."""
+    count = 0
+    for t in saver.list({"configurable": {"thread_id": "long"}}):
+        if read:
+            _ = (t.checkpoint["channel_values"], t.metadata["step"], t.pending_writes)
+        count += 1
+    return count
+
+
+def bench_history(tmp: Path, sizes: Sizes, grow: bool = False) -> list[dict[str, Any]]:
+    """Time to list every checkpoint of one long thread (best of ``repeats``): walking the
+    tuples, and walking them reading each one's values, metadata and pending writes."""
     n = sizes.history_messages if grow else sizes.history
-    out: dict[str, float] = {}
+    out: dict[bool, dict[str, float]] = {False: {}, True: {}}
     count: dict[str, int] = {}
     with ExitStack() as stack:
         savers = {
@@ -278,14 +291,22 @@ def bench_history(tmp: Path, sizes: Sizes, grow: bool = False) -> dict[str, Any]
             cfg: Any = {"configurable": {"thread_id": "long"}, "recursion_limit": n + 10}
             _loop_graph(n - 2, saver, grow).invoke(state, cfg)
         for _ in range(max(2, sizes.repeats)):
-            for name, saver in savers.items():
-                start = time.perf_counter()
-                count[name] = sum(1 for _ in saver.list({"configurable": {"thread_id": "long"}}))
-                elapsed = (time.perf_counter() - start) * 1000
-                out[name] = min(out.get(name, elapsed), elapsed)
+            for read in (False, True):
+                for name, saver in savers.items():
+                    start = time.perf_counter()
+                    count[name] = _walk(saver, read)
+                    elapsed = (time.perf_counter() - start) * 1000
+                    out[read][name] = min(out[read].get(name, elapsed), elapsed)
     assert count["ours"] == count["peer"], count
     what = "growing message list" if grow else "small state"
-    return _row(f"list() of a {count['ours']}-checkpoint thread ({what}), ms", out, 0.2)
+    return [
+        _row(f"list() of a {count['ours']}-checkpoint thread ({what}), ms", out[False], 0.2),
+        _row(
+            f"list() of a {count['ours']}-checkpoint thread ({what}), every state read, ms",
+            out[True],
+            1.0,
+        ),
+    ]
 
 
 def bench_latest(tmp: Path, sizes: Sizes) -> dict[str, Any]:
@@ -391,9 +412,9 @@ def run(quick: bool = False, sizes: Sizes | None = None) -> list[dict[str, Any]]
             bench_size(tmp, sizes, DictChatState, "operator.add dicts"),
         ]
         rows += bench_chain(tmp, sizes)
-        rows.append(bench_history(tmp, sizes))
+        rows += bench_history(tmp, sizes)
         rows.append(bench_latest(tmp, sizes))
-        rows.append(bench_history(tmp, sizes, grow=True))
+        rows += bench_history(tmp, sizes, grow=True)
         rows += bench_concurrent(tmp, sizes)
     return rows
 

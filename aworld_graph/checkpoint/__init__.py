@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from ._inspect import ThreadSummary, TransitionRow
+from ._read import HistoryTuple
 from ._schema import Durability
 from ._secrets import strip_secrets
 from ._serde import StrictSerializer
@@ -23,6 +24,7 @@ from .saver import TrajectorySaver
 
 __all__ = [
     "TrajectorySaver",
+    "HistoryTuple",
     "Durability",
     "ThreadSummary",
     "TransitionRow",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from ..errors import RuntimeFailure
 from ._blobs import DELTA, EMPTY, array_header, split_array
 
 try:  # orjson ships with langsmith; the stdlib parser is the fallback
@@ -24,7 +26,14 @@ try:  # orjson ships with langsmith; the stdlib parser is the fallback
 except ImportError:  # pragma: no cover
     _json_loads = json.loads
 
-__all__ = ["CHECKPOINT_COLUMNS", "Page", "fetch", "load_versions"]
+__all__ = [
+    "CHECKPOINT_COLUMNS",
+    "HistoryTuple",
+    "LazyPage",
+    "Page",
+    "fetch",
+    "load_versions",
+]
 
 
 CHECKPOINT_COLUMNS = (
@@ -136,30 +145,18 @@ class Page:
     skeletons: dict[str, dict[str, Any]]
     """checkpoint id → the decoded checkpoint without its values (decoded once, in ``fetch``)."""
 
-    def tuples(
-        self, serde: SerializerProtocol, *, lazy_values: Callable[[], Any] | None = None
-    ) -> Iterator[CheckpointTuple]:
-        """The checkpoint tuples, in row order.
-
-        With ``lazy_values`` (a context-manager factory wrapping decode errors), each tuple's
-        ``channel_values`` is decoded on first use (:class:`LazyValues`), so walking a long
-        history for ids and metadata does not pay for every state."""
+    def tuples(self, serde: SerializerProtocol) -> Iterator[CheckpointTuple]:
+        """The checkpoint tuples, in row order, fully decoded."""
         loads = serde.loads_typed
         for thread_id, ns, checkpoint_id, parent_id, skeleton, metadata in self.rows:
             skel = self.skeletons.pop(checkpoint_id, None) or loads(("msgpack", skeleton))
             found = self.values.get((thread_id, ns), {})
-            wanted = [
-                (ch, found.get((ch, str(ver)))) for ch, ver in skel["channel_versions"].items()
-            ]
-
-            def decode(wanted: list[tuple[str, Any]] = wanted) -> dict[str, Any]:
-                return {ch: loads(typed) for ch, typed in wanted if typed is not None}
-
             skel["id"] = checkpoint_id
-            if lazy_values is None:
-                skel["channel_values"] = decode()
-            else:
-                skel["channel_values"] = LazyValues(decode, lazy_values)
+            skel["channel_values"] = {
+                ch: loads(typed)
+                for ch, ver in skel["channel_versions"].items()
+                if (typed := found.get((ch, str(ver)))) is not None
+            }
             writes = self.writes.get((thread_id, ns, checkpoint_id), ())
             yield CheckpointTuple(
                 _config(thread_id, ns, checkpoint_id),
@@ -170,78 +167,177 @@ class Page:
             )
 
 
-class LazyValues(dict):  # type: ignore[type-arg]
-    """A checkpoint's ``channel_values`` that decodes itself on first use.
+class _Pending:
+    """Stands in a :class:`HistoryTuple`'s storage for the fields not decoded yet.
 
-    Behaves as the plain dict it becomes: every read or write first decodes. Handed out by
-    ``list()`` only; ``get_tuple`` (what a running graph reads) decodes eagerly.
+    Not a dict or list on purpose: code that reads a tuple's storage directly from C
+    (``json.dumps``, ``orjson``) fails loudly on it instead of writing an empty value.
     """
 
-    __slots__ = ("_decode", "_guard")
+    __slots__ = ("page", "index")
 
-    def __init__(self, decode: Callable[[], dict[str, Any]], guard: Callable[[], Any]) -> None:
-        super().__init__()
-        self._decode: Callable[[], dict[str, Any]] | None = decode
-        self._guard = guard
+    def __init__(self, page: LazyPage, index: int) -> None:
+        self.page, self.index = page, index
 
-    def _fill(self) -> None:
-        decode = self._decode
-        if decode is not None:
-            self._decode = None
-            with self._guard():
-                dict.update(self, decode())
+    def __repr__(self) -> str:
+        return "<not decoded yet>"
 
 
-def _filled(name: str) -> Callable[..., Any]:
-    method = getattr(dict, name)
-
-    def call(self: LazyValues, *args: Any, **kwargs: Any) -> Any:
-        self._fill()
-        return method(self, *args, **kwargs)
-
-    call.__name__ = name
-    return call
+_FIELDS = range(5)
 
 
-for _name in (
-    "__getitem__",
-    "__setitem__",
-    "__delitem__",
-    "__contains__",
-    "__iter__",
-    "__len__",
-    "__reversed__",
-    "__repr__",
-    "__or__",
-    "__ror__",
-    "__ior__",
-    "keys",
-    "values",
-    "items",
-    "get",
-    "pop",
-    "popitem",
-    "setdefault",
-    "update",
-    "clear",
-):
-    setattr(LazyValues, _name, _filled(_name))
+class HistoryTuple(CheckpointTuple):
+    """A :class:`CheckpointTuple` from ``list()`` whose checkpoint, metadata and pending
+    writes are read from the database and decoded when first used, a page of 200 tuples at
+    a time. ``config`` and ``parent_config`` are there from the start.
+
+    It behaves as the plain tuple it stands for: fields by name, by index, unpacking,
+    ``_replace``/``_asdict``, equality and ``repr`` all give the decoded values.
+    """
+
+    __slots__ = ()
+
+    def _field(self, i: int) -> Any:
+        value = tuple.__getitem__(self, i)
+        if type(value) is _Pending:
+            return value.page.load()[value.index][i]
+        return value
+
+    checkpoint = property(lambda self: self._field(1))  # type: ignore[assignment]
+    metadata = property(lambda self: self._field(2))  # type: ignore[assignment]
+    pending_writes = property(lambda self: self._field(4))  # type: ignore[assignment]
+
+    def __getitem__(self, index: Any) -> Any:  # type: ignore[override]
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        return self._field(_FIELDS[index])
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(self._field, _FIELDS)
+
+    def __contains__(self, value: object) -> bool:
+        return value in tuple(self)
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, HistoryTuple) else other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{name}={value!r}" for name, value in zip(self._fields, self, strict=True)
+        )
+        return f"{type(self).__name__}({fields})"
+
+    def __add__(self, other: Any) -> Any:
+        return tuple(self) + other
+
+    def __radd__(self, other: Any) -> Any:
+        return other + tuple(self)
+
+    def __mul__(self, n: Any) -> Any:
+        return tuple(self) * n
+
+    __rmul__ = __mul__
+
+    def index(self, value: Any, *args: Any) -> int:
+        return tuple(self).index(value, *args)
+
+    def count(self, value: Any) -> int:
+        return tuple(self).count(value)
 
 
-def _compare(self: LazyValues, other: Any) -> Any:
-    self._fill()
-    if isinstance(other, LazyValues):
-        other._fill()
-    return dict.__eq__(self, other)
+_new_tuple = tuple.__new__
+
+LazyRow = tuple[str, str, str, str | None]
+"""``(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id)``."""
+
+_SELECT_PAGE = (
+    "WITH k(a, b, c) AS (VALUES {keys}) SELECT "
+    + ", ".join(f"c.{col.strip()}" for col in CHECKPOINT_COLUMNS.split(","))
+    + " FROM k JOIN checkpoints AS c ON c.thread_id = k.a AND c.checkpoint_ns = k.b "
+    "AND c.checkpoint_id = k.c"
+)
 
 
-LazyValues.__eq__ = _compare  # type: ignore[method-assign,assignment]
-LazyValues.__ne__ = lambda self, other: (lambda r: r if r is NotImplemented else not r)(
-    _compare(self, other)
-)  # type: ignore[method-assign,assignment]
-LazyValues.copy = lambda self: (self._fill(), dict(dict.items(self)))[1]  # type: ignore[method-assign]
-LazyValues.__hash__ = None  # type: ignore[assignment]
-LazyValues.__reduce__ = lambda self: (dict, (dict(self.items()),))  # type: ignore[method-assign]
+class LazyPage:
+    """A page of ``list()`` rows (ids only); the rest is fetched and decoded, for the whole
+    page at once, when any of its tuples is first used."""
+
+    __slots__ = ("_rows", "_read", "_serde", "_lock", "_tuples")
+
+    def __init__(
+        self,
+        rows: Sequence[LazyRow],
+        read: Callable[[], Any],
+        serde: SerializerProtocol,
+    ) -> None:
+        self._rows = rows
+        self._read = read
+        self._serde = serde
+        self._lock = threading.Lock()
+        self._tuples: list[CheckpointTuple] | None = None
+
+    def load(self) -> list[CheckpointTuple]:
+        """Fetch and decode every tuple of the page (once), in row order.
+
+        ``read`` gives a context manager yielding a connection in a read transaction (and
+        turning decode errors into clear ones)."""
+        with self._lock:
+            if self._tuples is None:
+                keys = list(dict.fromkeys((r[0], r[1], r[2]) for r in self._rows))
+                with self._read() as conn:
+                    sql = _SELECT_PAGE.format(keys=",".join(["(?,?,?)"] * len(keys)))
+                    rows = conn.execute(sql, [v for key in keys for v in key]).fetchall()
+                    page = fetch(conn, rows, self._serde)
+                    found = {
+                        (
+                            t.config["configurable"]["thread_id"],
+                            t.config["configurable"]["checkpoint_ns"],
+                            t.config["configurable"]["checkpoint_id"],
+                        ): t
+                        for t in page.tuples(self._serde)
+                    }
+                missing = [k[2] for k in keys if k not in found]
+                if missing:
+                    raise RuntimeFailure(
+                        f"checkpoint {missing[0]} was deleted (pruned or its thread removed) "
+                        "after list() returned it; list the thread again"
+                    )
+                self._tuples = [found[(r[0], r[1], r[2])] for r in self._rows]
+            return self._tuples
+
+    def tuples(self) -> Iterator[CheckpointTuple]:
+        """A :class:`HistoryTuple` per row, in row order, nothing fetched yet."""
+        for i, (thread_id, ns, checkpoint_id, parent_id) in enumerate(self._rows):
+            pending = _Pending(self, i)
+            yield _new_tuple(
+                HistoryTuple,
+                (
+                    {
+                        "configurable": {
+                            "thread_id": thread_id,
+                            "checkpoint_ns": ns,
+                            "checkpoint_id": checkpoint_id,
+                        }
+                    },
+                    pending,
+                    pending,
+                    {
+                        "configurable": {
+                            "thread_id": thread_id,
+                            "checkpoint_ns": ns,
+                            "checkpoint_id": parent_id,
+                        }
+                    }
+                    if parent_id
+                    else None,
+                    pending,
+                ),
+            )
 
 
 def _fetch_values(

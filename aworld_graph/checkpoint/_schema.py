@@ -187,6 +187,7 @@ def _create(conn: sqlite3.Connection) -> None:
             "reward": float,
         },
         ("thread_id", "checkpoint_ns", "checkpoint_id"),
+        clustered=True,
     )
     db.execute(
         "CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints (run_id) "

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from os import PathLike
@@ -27,7 +29,7 @@ from ..errors import ConfigError
 from . import _retention
 from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
 from ._query import decoding, where_clause
-from ._read import CHECKPOINT_COLUMNS, Page, fetch
+from ._read import CHECKPOINT_COLUMNS, LazyPage, fetch
 from ._schema import Durability
 from ._secrets import strip_secrets
 from ._serde import StrictSerializer
@@ -152,16 +154,16 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints matching ``config``/``filter``, newest first.
 
-        Each tuple's ``channel_values`` is decoded on first use, so walking history for ids
-        and metadata is cheap.
+        The tuples are :class:`HistoryTuple` s: ids and configs come with the listing, and a
+        tuple's checkpoint, metadata and pending writes are fetched and decoded when first
+        read (a page of 200 tuples at a time, with a few batched queries), so walking a long
+        history for ids costs little and reading every state costs what eager decoding does.
 
         ``filter`` keys must be identifiers (letters, digits, ``_``); they match top-level
         metadata keys.
         """
-        guard = partial(decoding, self.path)
         for page in self._pages(config, filter, before, limit):
-            with decoding(self.path):
-                yield from page.tuples(self.serde, lazy_values=guard)
+            yield from page.tuples()
 
     def _pages(
         self,
@@ -169,18 +171,35 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         filter: dict[str, Any] | None,
         before: RunnableConfig | None,
         limit: int | None,
-    ) -> Iterator[Page]:
+    ) -> Iterator[LazyPage]:
         where, params = where_clause(config, filter, before)
-        sql = f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints {where} ORDER BY checkpoint_id DESC"
+        conf = config["configurable"] if config is not None else {}
+        thread_id = str(conf["thread_id"]) if "thread_id" in conf else None
+        ns = conf.get("checkpoint_ns")
+        # a thread (and namespace) named in the config is not read back for every row
+        columns = ("thread_id, " if thread_id is None else "") + (
+            "checkpoint_ns, " if ns is None else ""
+        )
+        sql = (
+            f"SELECT {columns}checkpoint_id, parent_checkpoint_id "
+            f"FROM checkpoints {where} ORDER BY checkpoint_id DESC"
+        )
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
         with self._store.read() as conn, decoding(self.path):
             rows = conn.execute(sql, params).fetchall()
+        if thread_id is not None and ns is not None:
+            rows = [(thread_id, ns, cid, parent) for cid, parent in rows]
+        elif thread_id is not None:
+            rows = [(thread_id, *row) for row in rows]
         for start in range(0, len(rows), _PAGE):
-            with self._store.read() as conn, decoding(self.path):
-                page = fetch(conn, rows[start : start + _PAGE], self.serde)
-            yield page
+            yield LazyPage(rows[start : start + _PAGE], self._reading, self.serde)
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        with self._store.read() as conn, decoding(self.path):
+            yield conn
 
     def threads(self, limit: int | None = None) -> list[ThreadSummary]:
         """The threads in the database, most recently active first."""
@@ -204,12 +223,12 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        """Async :meth:`list`: pages are fetched in a worker thread."""
+        """Async :meth:`list`: each page is fetched and decoded in a worker thread."""
         pages = await self._run(self._pages, config, filter, before, limit)
         while (page := await self._run(next, pages, None)) is not None:
-            with decoding(self.path):
-                for item in page.tuples(self.serde, lazy_values=partial(decoding, self.path)):
-                    yield item
+            await self._run(page.load)
+            for item in page.tuples():
+                yield item
 
     # -- writing ---------------------------------------------------------------------------
 
