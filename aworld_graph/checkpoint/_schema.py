@@ -34,8 +34,10 @@ __all__ = [
 
 Durability = Literal["normal", "full"]
 """``normal``: WAL with ``synchronous=NORMAL``; a committed checkpoint survives a killed
-process, the last commits may be lost on power failure. ``full``: ``synchronous=FULL``; every
-commit is fsynced and survives power loss too."""
+process, the last commits may be lost on power failure. ``full``: a write returns only after
+the write-ahead log holding it is flushed to disk (``fdatasync``), so it survives power loss
+too; commits that land together share one flush (like SQLite's ``synchronous=FULL``, minus
+one flush per transaction)."""
 
 FORMAT = "aworld-graph-checkpoints"
 SCHEMA_VERSION = 1
@@ -48,8 +50,9 @@ def connect(path: Path, durability: Durability) -> sqlite3.Connection:
     conn = sqlite3.connect(
         str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
     )
-    sync = "FULL" if durability == "full" else "NORMAL"
-    conn.execute(f"PRAGMA synchronous={sync}")
+    # ``full`` durability flushes the log after commits itself (see Store._durable), so one
+    # flush can cover the commits of several writers; SQLite's own FULL flushes every one
+    conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     conn.execute("PRAGMA temp_store=MEMORY")
     return conn

@@ -80,6 +80,10 @@ class _Ticket:
     future: asyncio.Future[Any] | None = None
     loop: asyncio.AbstractEventLoop | None = None
     done: bool = False
+    committed: bool = False
+    """The transaction that held it has ended (committed or failed)."""
+    seq: int = 0
+    """The number of the commit that stored it (0: not stored)."""
     result: Any = None
     error: BaseException | None = None
 
@@ -117,6 +121,9 @@ class Store:
     _queue_cond: threading.Condition = field(default_factory=threading.Condition, init=False)
     _writer: threading.Thread | None = field(default=None, init=False)
     _stopping: bool = field(default=False, init=False)
+    _seq: int = field(default=0, init=False)
+    _synced: int = field(default=0, init=False)
+    _sync_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     heads: OrderedDict[tuple[str, str], Head] = field(default_factory=OrderedDict, init=False)
     children: OrderedDict[tuple[str, str, str], str] = field(
         default_factory=OrderedDict, init=False
@@ -127,6 +134,7 @@ class Store:
 
     def __post_init__(self) -> None:
         self.write_lock = _file_lock(self.path)
+        self._wal_path = f"{self.path}-wal"
 
     # -- connections -------------------------------------------------------------------
 
@@ -137,6 +145,7 @@ class Store:
             self._ready, self._executor, self._writer = False, None, None
             self._queue, self._queue_cond = [], threading.Condition()
             self.write_lock = _file_lock(self.path)
+            self._seq, self._synced, self._sync_lock = 0, 0, threading.Lock()
 
     def _acquire(self) -> sqlite3.Connection:
         self._after_fork()
@@ -199,9 +208,14 @@ class Store:
         ticket = _Ticket(apply, payload)
         with self._queue_cond:
             self._queue.append(ticket)
+        batch: list[_Ticket] = []
         with self.write_lock:
-            if not ticket.done:
-                self._commit(self._drain())
+            if not ticket.committed:
+                batch = self._drain()
+                self._commit(batch)
+        self._durable(ticket.seq)
+        if batch:
+            self._finish(batch)
         if ticket.error is not None:
             raise ticket.error
         return ticket.result
@@ -242,6 +256,9 @@ class Store:
                 batch = self._drain()
                 if batch:
                     self._commit(batch)
+            if batch:
+                self._durable(max(t.seq for t in batch))
+                self._finish(batch)
 
     def _commit(self, batch: list[_Ticket]) -> None:
         """One transaction for ``batch``; if it fails, each ticket alone, to isolate errors."""
@@ -260,6 +277,9 @@ class Store:
                     ticket.result = result
                 start = end
             conn.execute("COMMIT")
+            self._seq += 1
+            for ticket in batch:
+                ticket.seq, ticket.committed = self._seq, True
         except BaseException as exc:
             if conn is not None and conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -272,11 +292,34 @@ class Store:
                 return
             error = database_error(self.path, exc) if isinstance(exc, sqlite3.Error) else exc
             for ticket in batch:
-                ticket.error = error
+                ticket.error, ticket.committed = error, True
         finally:
             if conn is not None:
                 self._release(conn)
-        self._finish(batch)
+
+    def _durable(self, seq: int) -> None:
+        """With ``full`` durability, return once commit ``seq`` is on disk.
+
+        Commits run with ``synchronous=NORMAL``; this flushes the write-ahead log after
+        them, outside the write lock, so the next transaction runs while the disk syncs
+        and one flush covers every commit made before it started (group commit).
+        """
+        if seq <= self._synced or self.durability != "full":
+            return
+        with self._sync_lock:
+            if seq <= self._synced:
+                return
+            covered = self._seq  # every commit numbered so far has written its frames
+            try:
+                fd = os.open(self._wal_path, os.O_RDONLY)
+            except FileNotFoundError:  # checkpointed into the database and removed
+                self._synced = max(self._synced, covered)
+                return
+            try:
+                (getattr(os, "fdatasync", None) or os.fsync)(fd)
+            finally:
+                os.close(fd)
+            self._synced = max(self._synced, covered)
 
     def _finish(self, batch: list[_Ticket]) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[_Ticket]] = {}

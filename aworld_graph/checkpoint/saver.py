@@ -55,7 +55,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     Args:
         path: The database file (parent folders are created on first use).
         durability: ``"normal"`` (WAL, ``synchronous=NORMAL``: survives a killed process)
-            or ``"full"`` (``synchronous=FULL``: also survives power loss).
+            or ``"full"`` (each write returns once the log holding it is flushed to disk:
+            also survives power loss; writes that commit together share one flush).
         allowed_types: Extra classes (or ``(module, name)`` pairs) that may be stored in
             channel values besides plain data and the types LangGraph trusts.
         snapshot_every: Store a list channel in full every this many versions, bounding

@@ -205,14 +205,38 @@ async def test_async_writes_do_not_block_the_event_loop(db_path: Path) -> None:
     await saver.__aexit__(None, None, None)
 
 
-@pytest.mark.parametrize(("durability", "level"), [("normal", 1), ("full", 2)])
-def test_durability_sets_wal_and_synchronous(tmp_path: Path, durability: str, level: int) -> None:
+@pytest.mark.parametrize("durability", ["normal", "full"])
+def test_durability_modes_flush_the_log_only_for_full(
+    tmp_path: Path, durability: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``full``: every write returns after a flush of the write-ahead log that started
+    after its commit; ``normal``: SQLite's WAL with synchronous=NORMAL, no flush per write."""
+    import os
+
     saver = TrajectorySaver(tmp_path / f"{durability}.db", durability=durability)  # type: ignore[arg-type]
-    saver.get_tuple({"configurable": {"thread_id": "t"}})
-    conn = saver._store._acquire()
+    store = saver._store
+    flushes: list[tuple[str, int]] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        flushes.append((os.readlink(f"/proc/self/fd/{fd}"), store._seq))
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    for i in range(3):
+        checkpoint = empty_checkpoint()
+        config = saver.put(config, checkpoint, {"step": i}, {})
+        saver.put_writes(config, [("ch", i)], "task")
+        if durability == "full":
+            wal, covered = flushes[-1]
+            assert wal == f"{saver.path}-wal" and covered == store._seq
+    conn = store._acquire()
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA synchronous").fetchone()[0] == level
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1
         assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 10_000
     finally:
-        saver._store._release(conn)
+        store._release(conn)
+    assert len(flushes) == (6 if durability == "full" else 0)
+    saver.close()
