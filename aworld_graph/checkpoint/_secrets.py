@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["REDACTED", "is_secret_key", "strip_secrets"]
+__all__ = ["REDACTED", "is_secret_key", "may_hold_secrets", "strip_secrets"]
 
 REDACTED = "[redacted]"
 """What a secret-looking string value is replaced with."""
@@ -37,6 +37,20 @@ _SECRET_VALUE = re.compile(
     re.I,
 )
 _MCP_SERVER_KEYS = frozenset({"command", "args", "url", "transport"})
+_SUSPECT = re.compile(
+    r"api[_-]?key|secret|passw|authoriz|credential|token|bearer|basic|sk-|gh[pousr]_"
+    r"|github_pat_|xox[abprs]-|akia|\"env\"",
+    re.I,
+)
+"""Matches the JSON text of anything :func:`strip_secrets` would change (and more)."""
+
+
+def may_hold_secrets(json_text: str | bytes) -> bool:
+    """``False`` when the JSON text of a value has nothing :func:`strip_secrets` removes,
+    so the value can be stored as is (one scan of the text instead of a deep copy)."""
+    if isinstance(json_text, bytes):
+        json_text = json_text.decode("utf-8", "replace")
+    return _SUSPECT.search(json_text) is not None
 
 
 def is_secret_key(key: object) -> bool:

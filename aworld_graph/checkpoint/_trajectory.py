@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from ._secrets import strip_secrets
+from ._secrets import may_hold_secrets, strip_secrets
 
 try:  # orjson ships with langsmith (a LangGraph dependency); json is the fallback
     import orjson
@@ -33,10 +33,19 @@ try:  # orjson ships with langsmith (a LangGraph dependency); json is the fallba
     def _dumps(value: Any) -> str:
         return orjson.dumps(value).decode()
 
+    def _fast(value: Any) -> bytes | None:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None  # orjson writes null; the slow path keeps "nan"/"inf"
+        return orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+
+    _FAST: Any = _fast
+
 except ImportError:  # pragma: no cover
 
     def _dumps(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+    _FAST = None
 
 
 __all__ = ["Transition", "transition_row", "node_from_task_path", "duration_ms"]
@@ -161,6 +170,13 @@ def _int(value: Any) -> int:
 
 
 def _channel_json(value: Any) -> str:
+    if _FAST is not None:  # short plain JSON without secrets: nothing to shorten or strip
+        try:
+            raw = _FAST(value)
+        except TypeError:
+            raw = None
+        if raw is not None and len(raw) <= MAX_STRING and not may_hold_secrets(raw):
+            return raw.decode()
     text = _dumps(strip_secrets(_plain(value, 0)))
     if len(text) <= MAX_CHANNEL_JSON:
         return text

@@ -21,6 +21,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ._blobs import BaseInfo, BlobRow, encode_channel
 from ._read import load_versions
+from ._secrets import may_hold_secrets, strip_secrets
 from ._store import Head, Store
 from ._trajectory import Transition, duration_ms, node_from_task_path, transition_row
 
@@ -107,7 +108,7 @@ def prepare_put(
         source=_text(metadata.get("source")),
         run_id=_text(metadata.get("run_id")),
         skeleton=serde.dumps_typed(skeleton)[1],
-        metadata_json=_json_text(metadata),
+        metadata_json=_metadata_json(metadata),
         versions=dict(checkpoint["channel_versions"]),
         values=[
             (ch, str(ver), values[ch], serde.dumps_typed(values[ch]))
@@ -197,6 +198,7 @@ def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -
         parents[(t, ns, cid)] = Head(cid, versions, created)
     # the stored list versions each new list value may extend
     wanted: list[tuple[str, str, str, str]] = []
+    known: dict[tuple[str, str, str, str], BaseInfo] = {}
     for p in puts:
         parent = parents.get((p.thread_id, p.ns, p.parent_id or ""))
         if parent is None:
@@ -204,8 +206,12 @@ def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -
         for ch, version, value, _ in p.values:
             base = parent.versions.get(ch)
             if isinstance(value, list) and base is not None and str(base) != version:
-                wanted.append((p.thread_id, p.ns, ch, str(base)))
-    bases: dict[tuple[str, str, str, str], BaseInfo] = {}
+                info = parent.lists.get(ch)
+                if info is not None and info.version == str(base):
+                    known[(p.thread_id, p.ns, ch, info.version)] = info
+                else:
+                    wanted.append((p.thread_id, p.ns, ch, str(base)))
+    bases: dict[tuple[str, str, str, str], BaseInfo] = known
     for t, ns, ch, ver, items, nbytes, digest, depth in _select_keys(
         conn,
         "SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, b.items, b.nbytes, "
@@ -239,6 +245,7 @@ def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -
         parent = parents.get(parent_key)
         changed: dict[str, Any] = {}
         appended: dict[str, list[Any]] = {}
+        lists: dict[str, BaseInfo] = {}
         for ch, version, value, typed in p.values:
             base_version = parent.versions.get(ch) if parent is not None else None
             base = None
@@ -250,6 +257,7 @@ def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -
             if row.digest is not None and row.items is not None and row.nbytes is not None:
                 info = BaseInfo(version, row.items, row.nbytes, row.digest, row.depth)
                 produced[(p.thread_id, p.ns, ch, version)] = info
+                lists[ch] = info
             if added is None and base_version is None and isinstance(value, list):
                 added = value  # a list channel's first value: every item is new
             if added is None:
@@ -275,7 +283,11 @@ def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -
                 *derived,
             )
         )
-        head = Head(p.checkpoint_id, p.versions, p.ts)
+        if parent is not None:  # list channels this step did not write keep their base
+            for ch, info in parent.lists.items():
+                if ch not in lists and str(p.versions.get(ch)) == info.version:
+                    lists[ch] = info
+        head = Head(p.checkpoint_id, p.versions, p.ts, lists)
         store.remember(p.thread_id, p.ns, p.parent_id, head)
         parents[(p.thread_id, p.ns, p.checkpoint_id)] = head
     _insert(conn, "INSERT OR REPLACE", "checkpoint_blobs", _BLOB_COLUMNS, 12, blob_rows)
@@ -375,6 +387,12 @@ def _add_node(
             "AND checkpoint_id = ?",
             (json.dumps(nodes), *key),
         )
+
+
+def _metadata_json(metadata: dict[str, Any]) -> str:
+    """The metadata as JSON, secrets stripped (scanned as text; copied only if needed)."""
+    text = _json_text(metadata)
+    return _json_text(strip_secrets(metadata)) if may_hold_secrets(text) else text
 
 
 def _json_text(value: Any) -> str:

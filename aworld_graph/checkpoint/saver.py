@@ -31,7 +31,6 @@ from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transition
 from ._query import decoding, where_clause
 from ._read import CHECKPOINT_COLUMNS, LazyPage, fetch
 from ._schema import Durability
-from ._secrets import strip_secrets
 from ._serde import StrictSerializer
 from ._store import Store
 from ._write import PutRecord, WritesRecord, apply_batch, prepare_put, prepare_writes
@@ -242,7 +241,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store a checkpoint; only channels in ``new_versions`` get new value rows."""
         record, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
-        self._store.submit(apply_batch, record)
+        parent = (record.thread_id, record.ns, record.parent_id) if record.parent_id else None
+        self._store.submit(apply_batch, record, follows=parent)
         return stored
 
     async def aput(
@@ -265,8 +265,13 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's pending writes for the checkpoint in ``config``."""
-        self._store.submit(apply_batch, self._prepare_writes(config, writes, task_id, task_path))
+        """Store a task's pending writes for the checkpoint in ``config``.
+
+        Returns once they are committed, usually together with the checkpoint LangGraph saves
+        next (it waits up to 2 ms for it; see :meth:`Store.submit`)."""
+        record = self._prepare_writes(config, writes, task_id, task_path)
+        key = (record.thread_id, record.ns, record.checkpoint_id)
+        self._store.submit(apply_batch, record, writes_for=key)
 
     async def aput_writes(
         self,
@@ -296,7 +301,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             ns=ns,
             parent_id=conf.get("checkpoint_id"),
             checkpoint=checkpoint,
-            metadata=strip_secrets(merged),
+            metadata=merged,
             new_versions=new_versions,
             snapshot_every=self.snapshot_every,
         )
