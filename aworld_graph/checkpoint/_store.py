@@ -124,6 +124,9 @@ class Store:
     write_lock: threading.RLock = field(init=False)
     _pool: list[sqlite3.Connection] = field(default_factory=list, init=False)
     _pool_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _cache_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    """Guards the caches below (apart from the pool lock, which readers take: a writer
+    waiting on a reader that waits for the GIL would lose a thread switch interval)."""
     _ready: bool = field(default=False, init=False)
     _pid: int = field(default_factory=os.getpid, init=False)
     _forks: int = field(default_factory=lambda: _FORKS[0], init=False)
@@ -155,6 +158,7 @@ class Store:
         """In a forked child, start afresh: never share connections, locks or threads."""
         if self._forks != _FORKS[0] and self._pid != os.getpid():
             self._pool, self._pool_lock, self._pid = [], threading.Lock(), os.getpid()
+            self._cache_lock = threading.Lock()
             self._forks = _FORKS[0]
             self._ready, self._executor, self._writer = False, None, None
             self._queue, self._queue_cond = [], threading.Condition()
@@ -322,6 +326,21 @@ class Store:
         conn: sqlite3.Connection | None = None
         try:
             conn = self._acquire()
+            one = getattr(batch[0].apply, "one_statement", None)
+            if one is not None and all(t.apply is batch[0].apply for t in batch):
+                # the whole batch as one statement (its own transaction): a writer thread
+                # gives the GIL away at each SQLite call and may wait a switch interval
+                # to get it back, so fewer calls is what keeps it fast under load
+                results = one(self, conn, [t.payload for t in batch])
+                if results is not None:
+                    for ticket, result in zip(batch, results, strict=True):
+                        ticket.result = result
+                    self._seq += 1
+                    for ticket in batch:
+                        ticket.seq, ticket.committed = self._seq, True
+                    self._release(conn)
+                    conn = None
+                    return
             conn.execute("BEGIN IMMEDIATE")
             start = 0
             while start < len(batch):  # consecutive tickets with one apply go together
@@ -338,6 +357,7 @@ class Store:
             for ticket in batch:
                 ticket.seq, ticket.committed = self._seq, True
         except BaseException as exc:
+            self.forget()  # heads cached inside the failed transaction were not stored
             if conn is not None and conn.in_transaction:
                 conn.execute("ROLLBACK")
             if conn is not None:
@@ -428,7 +448,7 @@ class Store:
 
     def remember(self, thread_id: str, ns: str, parent_id: str | None, head: Head) -> None:
         """Note the checkpoint just written (its versions serve the next delta)."""
-        with self._pool_lock:
+        with self._cache_lock:
             self.heads[(thread_id, ns)] = head
             self.heads.move_to_end((thread_id, ns))
             if len(self.heads) > _CACHE_SIZE:
@@ -441,7 +461,7 @@ class Store:
     def note_node(self, thread_id: str, ns: str, checkpoint_id: str, node: str) -> None:
         """Note that ``node`` wrote at ``checkpoint_id`` (it ran in the step after it)."""
         key = (thread_id, ns, checkpoint_id)
-        with self._pool_lock:
+        with self._cache_lock:
             names = self.ran.get(key)
             if names is None:
                 self.ran[key] = [node]
@@ -452,22 +472,22 @@ class Store:
 
     def nodes_at(self, thread_id: str, ns: str, checkpoint_id: str) -> list[str]:
         """Nodes this process saw writing at ``checkpoint_id``, sorted."""
-        with self._pool_lock:
+        with self._cache_lock:
             return sorted(self.ran.get((thread_id, ns, checkpoint_id), ()))
 
     def head(self, thread_id: str, ns: str) -> Head | None:
         """The cached last checkpoint of ``(thread_id, ns)``, if this process wrote it."""
-        with self._pool_lock:
+        with self._cache_lock:
             return self.heads.get((thread_id, ns))
 
     def child(self, thread_id: str, ns: str, parent_id: str) -> str | None:
         """A checkpoint this process wrote on top of ``parent_id``, if any."""
-        with self._pool_lock:
+        with self._cache_lock:
             return self.children.get((thread_id, ns, parent_id))
 
     def forget(self, thread_ids: set[str] | None = None) -> None:
         """Drop cached heads (all, or those of ``thread_ids``) after deletions."""
-        with self._pool_lock:
+        with self._cache_lock:
             for cache in (self.heads, self.children, self.ran):
                 for key in list(cache):
                     if thread_ids is None or key[0] in thread_ids:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -25,7 +25,14 @@ from ._secrets import may_hold_secrets, strip_secrets
 from ._store import Head, Store
 from ._trajectory import Transition, duration_ms, node_from_task_path, transition_row
 
-__all__ = ["PutRecord", "WritesRecord", "prepare_put", "prepare_writes", "apply_batch"]
+__all__ = [
+    "PutRecord",
+    "WritesRecord",
+    "apply_batch",
+    "derive_early",
+    "prepare_put",
+    "prepare_writes",
+]
 
 _BLOB_COLUMNS = (
     "thread_id, checkpoint_ns, channel, version, kind, type, value, base_version, items, "
@@ -62,6 +69,8 @@ class PutRecord:
     snapshot_every: int
     serde: SerializerProtocol
     """Decodes the parent's skeleton when it must be read back."""
+    derived: Derived | None = None
+    """The rows to insert, worked out by :func:`derive_early` when the parent is cached."""
 
 
 @dataclass(slots=True)
@@ -167,7 +176,7 @@ def apply_batch(
         for w in writes:
             if w.node is None:
                 continue
-            store.note_node(w.thread_id, w.ns, w.checkpoint_id, w.node)
+            store.note_node(w.thread_id, w.ns, w.checkpoint_id, w.node)  # (again: see saver)
             child = store.child(w.thread_id, w.ns, w.checkpoint_id)
             if child is not None:
                 _add_node(conn, w.thread_id, w.ns, child, w.node)
@@ -176,12 +185,79 @@ def apply_batch(
     return [None] * len(records)
 
 
+_BATCH_VIEW = "aworld_batch"
+_BATCH_WIDTH = 17  # kind + the widest row (checkpoints)
+
+
+def _batch_view_sql() -> list[str]:
+    """A temporary view whose INSTEAD OF trigger routes each inserted row to its table."""
+    cols = ", ".join(f"NULL AS c{i}" for i in range(1, _BATCH_WIDTH))
+
+    def route(verb: str, table: str, columns: str, kind: int) -> str:
+        width = len(columns.split(","))
+        values = ", ".join(f"NEW.c{i}" for i in range(1, width + 1))
+        return f"{verb} INTO {table} ({columns}) SELECT {values} WHERE NEW.kind = {kind};"
+
+    return [
+        f"CREATE TEMP VIEW IF NOT EXISTS {_BATCH_VIEW} AS SELECT NULL AS kind, {cols}",
+        f"CREATE TEMP TRIGGER IF NOT EXISTS {_BATCH_VIEW}_route INSTEAD OF INSERT ON "
+        f"{_BATCH_VIEW} BEGIN "
+        + route("INSERT OR IGNORE", "checkpoint_writes", _WRITE_COLUMNS, 1)
+        + route("INSERT OR REPLACE", "checkpoint_writes", _WRITE_COLUMNS, 2)
+        + route("INSERT OR REPLACE", "checkpoint_blobs", _BLOB_COLUMNS, 3)
+        + route("INSERT OR REPLACE", "checkpoints", _CHECKPOINT_COLUMNS, 4)
+        + " END",
+    ]
+
+
+def _one_statement(
+    store: Store, conn: sqlite3.Connection, records: list[PutRecord | WritesRecord]
+) -> list[None] | None:
+    """Store ``records`` with a single INSERT (one implicit transaction), when they need no
+    reads: every checkpoint's rows were worked out early and no write names a node on a
+    checkpoint stored before it. ``None`` when they do (the caller runs a transaction)."""
+    rows: list[tuple[Any, ...]] = []
+    for r in records:
+        if isinstance(r, PutRecord):
+            if r.derived is None:
+                return None
+            blob_rows, checkpoint_row, _ = r.derived
+            rows.extend((3, *row, None, None, None, None) for row in blob_rows)
+            rows.append((4, *checkpoint_row))
+        else:
+            if r.node is not None and store.child(r.thread_id, r.ns, r.checkpoint_id):
+                return None
+            pad = (None,) * 7
+            rows.extend((1, *row, *pad) for row in r.regular)
+            rows.extend((2, *row, *pad) for row in r.special)
+    if not rows or len(rows) > _max_rows(conn, _BATCH_WIDTH):
+        return None
+    sql = _insert_sql("INSERT", _BATCH_VIEW, "kind, " + _BATCH_COLUMNS, _BATCH_WIDTH, len(rows))
+    params = [value for row in rows for value in row]
+    try:
+        conn.execute(sql, params)
+    except sqlite3.OperationalError as exc:
+        if _BATCH_VIEW not in str(exc):
+            raise
+        for statement in _batch_view_sql():
+            conn.execute(statement)
+        conn.execute(sql, params)
+    for r in records:
+        if isinstance(r, PutRecord) and r.derived is not None:
+            store.remember(r.thread_id, r.ns, r.parent_id, r.derived[2])
+    return [None] * len(records)
+
+
+_BATCH_COLUMNS = ", ".join(f"c{i}" for i in range(1, _BATCH_WIDTH))
+apply_batch.one_statement = _one_statement  # type: ignore[attr-defined]
+
+
 def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -> None:
     parents: dict[tuple[str, str, str], Head] = {}
     unknown: list[tuple[str, str, str]] = []
     in_batch = {(p.thread_id, p.ns, p.checkpoint_id) for p in puts}
     for p in puts:
-        if p.parent_id and (p.thread_id, p.ns, p.parent_id) not in in_batch:
+        if p.derived is None and p.parent_id and (p.thread_id, p.ns, p.parent_id) not in in_batch:
             head = store.head(p.thread_id, p.ns)
             if head is not None and head.checkpoint_id == p.parent_id:
                 parents[(p.thread_id, p.ns, p.parent_id)] = head
@@ -201,7 +277,7 @@ def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -
     known: dict[tuple[str, str, str, str], BaseInfo] = {}
     for p in puts:
         parent = parents.get((p.thread_id, p.ns, p.parent_id or ""))
-        if parent is None:
+        if parent is None or p.derived is not None:
             continue
         for ch, version, value, _ in p.values:
             base = parent.versions.get(ch)
@@ -226,7 +302,7 @@ def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -
     nodes = {
         (p.thread_id, p.ns, p.parent_id): store.nodes_at(p.thread_id, p.ns, p.parent_id)
         for p in puts
-        if p.parent_id and (p.thread_id, p.ns, p.parent_id) not in unknown_set
+        if p.derived is None and p.parent_id and (p.thread_id, p.ns, p.parent_id) not in unknown_set
     }
     for t, ns, cid, path in _select_keys(
         conn,
@@ -241,57 +317,96 @@ def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -
     checkpoint_rows: list[tuple[Any, ...]] = []
     produced: dict[tuple[str, str, str, str], BaseInfo] = {}
     for p in puts:
-        parent_key = (p.thread_id, p.ns, p.parent_id or "")
-        parent = parents.get(parent_key)
-        changed: dict[str, Any] = {}
-        appended: dict[str, list[Any]] = {}
-        lists: dict[str, BaseInfo] = {}
-        for ch, version, value, typed in p.values:
-            base_version = parent.versions.get(ch) if parent is not None else None
-            base = None
-            if base_version is not None and str(base_version) != version:
-                key = (p.thread_id, p.ns, ch, str(base_version))
-                base = produced.get(key) or bases.get(key)
-            row, added = encode_channel(ch, version, value, typed, base, p.snapshot_every)
-            blob_rows.append(_blob_row(p.thread_id, p.ns, row))
-            if row.digest is not None and row.items is not None and row.nbytes is not None:
-                info = BaseInfo(version, row.items, row.nbytes, row.digest, row.depth)
-                produced[(p.thread_id, p.ns, ch, version)] = info
-                lists[ch] = info
-            if added is None and base_version is None and isinstance(value, list):
-                added = value  # a list channel's first value: every item is new
-            if added is None:
-                changed[ch] = value
-            else:
-                appended[ch] = added
-        derived = transition_row(
-            Transition(nodes=nodes.get(parent_key, []), changed=changed, appended=appended)
-        )
-        checkpoint_rows.append(
-            (
-                p.thread_id,
-                p.ns,
-                p.checkpoint_id,
-                p.parent_id,
-                p.run_id,
-                p.step,
-                p.source,
-                p.ts,
-                p.skeleton,
-                p.metadata_json,
-                duration_ms(parent.ts if parent else None, p.ts),
-                *derived,
-            )
-        )
-        if parent is not None:  # list channels this step did not write keep their base
-            for ch, info in parent.lists.items():
-                if ch not in lists and str(p.versions.get(ch)) == info.version:
-                    lists[ch] = info
-        head = Head(p.checkpoint_id, p.versions, p.ts, lists)
+        derived = p.derived
+        if derived is None:
+            parent_key = (p.thread_id, p.ns, p.parent_id or "")
+
+            def base_of(key: tuple[str, str, str, str]) -> BaseInfo | None:
+                return produced.get(key) or bases.get(key)
+
+            derived = _derive(p, parents.get(parent_key), base_of, nodes.get(parent_key, []))
+        rows, checkpoint_row, head = derived
+        blob_rows.extend(rows)
+        checkpoint_rows.append(checkpoint_row)
+        for ch, info in head.lists.items():
+            produced[(p.thread_id, p.ns, ch, info.version)] = info
         store.remember(p.thread_id, p.ns, p.parent_id, head)
         parents[(p.thread_id, p.ns, p.checkpoint_id)] = head
     _insert(conn, "INSERT OR REPLACE", "checkpoint_blobs", _BLOB_COLUMNS, 12, blob_rows)
     _insert(conn, "INSERT OR REPLACE", "checkpoints", _CHECKPOINT_COLUMNS, 16, checkpoint_rows)
+
+
+Derived = tuple[list[tuple[Any, ...]], tuple[Any, ...], Head]
+"""Blob rows, the checkpoint row, and the head the checkpoint becomes."""
+
+
+def derive_early(store: Store, p: PutRecord) -> None:
+    """Work out ``p``'s rows now (in the caller's thread) when its parent is the head this
+    process wrote last, with every list base it extends known; otherwise leave it to the
+    writer, which reads what it needs from the database."""
+    parent: Head | None = None
+    if p.parent_id:
+        parent = store.head(p.thread_id, p.ns)
+        if parent is None or parent.checkpoint_id != p.parent_id:
+            return
+    bases: dict[tuple[str, str, str, str], BaseInfo] = {}
+    for ch, version, value, _ in p.values:
+        base = parent.versions.get(ch) if parent is not None else None
+        if isinstance(value, list) and base is not None and str(base) != version:
+            info = parent.lists.get(ch) if parent is not None else None
+            if info is None or info.version != str(base):
+                return
+            bases[(p.thread_id, p.ns, ch, info.version)] = info
+    nodes = store.nodes_at(p.thread_id, p.ns, p.parent_id) if p.parent_id else []
+    p.derived = _derive(p, parent, bases.get, nodes)
+
+
+def _derive(
+    p: PutRecord,
+    parent: Head | None,
+    base_of: Callable[[tuple[str, str, str, str]], BaseInfo | None],
+    nodes: list[str],
+) -> Derived:
+    """The rows that store ``p`` on top of ``parent`` (list values as deltas of theirs)."""
+    blob_rows: list[tuple[Any, ...]] = []
+    changed: dict[str, Any] = {}
+    appended: dict[str, list[Any]] = {}
+    lists: dict[str, BaseInfo] = {}
+    for ch, version, value, typed in p.values:
+        base_version = parent.versions.get(ch) if parent is not None else None
+        base = None
+        if base_version is not None and str(base_version) != version:
+            base = base_of((p.thread_id, p.ns, ch, str(base_version)))
+        row, added = encode_channel(ch, version, value, typed, base, p.snapshot_every)
+        blob_rows.append(_blob_row(p.thread_id, p.ns, row))
+        if row.digest is not None and row.items is not None and row.nbytes is not None:
+            lists[ch] = BaseInfo(version, row.items, row.nbytes, row.digest, row.depth)
+        if added is None and base_version is None and isinstance(value, list):
+            added = value  # a list channel's first value: every item is new
+        if added is None:
+            changed[ch] = value
+        else:
+            appended[ch] = added
+    derived = transition_row(Transition(nodes=nodes, changed=changed, appended=appended))
+    checkpoint_row = (
+        p.thread_id,
+        p.ns,
+        p.checkpoint_id,
+        p.parent_id,
+        p.run_id,
+        p.step,
+        p.source,
+        p.ts,
+        p.skeleton,
+        p.metadata_json,
+        duration_ms(parent.ts if parent else None, p.ts),
+        *derived,
+    )
+    if parent is not None:  # list channels this step did not write keep their base
+        for ch, info in parent.lists.items():
+            if ch not in lists and str(p.versions.get(ch)) == info.version:
+                lists[ch] = info
+    return blob_rows, checkpoint_row, Head(p.checkpoint_id, p.versions, p.ts, lists)
 
 
 def _blob_row(thread_id: str, ns: str, r: BlobRow) -> tuple[Any, ...]:

@@ -33,7 +33,14 @@ from ._read import CHECKPOINT_COLUMNS, LazyPage, fetch
 from ._schema import Durability
 from ._serde import StrictSerializer
 from ._store import Store
-from ._write import PutRecord, WritesRecord, apply_batch, prepare_put, prepare_writes
+from ._write import (
+    PutRecord,
+    WritesRecord,
+    apply_batch,
+    derive_early,
+    prepare_put,
+    prepare_writes,
+)
 
 __all__ = ["TrajectorySaver"]
 
@@ -305,6 +312,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             new_versions=new_versions,
             snapshot_every=self.snapshot_every,
         )
+        derive_early(self._store, record)
         stored: RunnableConfig = {
             "configurable": {
                 "thread_id": thread_id,
@@ -322,7 +330,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         task_path: str,
     ) -> WritesRecord:
         conf = config["configurable"]
-        return prepare_writes(
+        record = prepare_writes(
             self.serde,
             thread_id=str(conf["thread_id"]),
             ns=conf.get("checkpoint_ns", ""),
@@ -331,6 +339,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             task_id=task_id,
             task_path=task_path,
         )
+        if record.node is not None:  # seen by the next checkpoint's early rows
+            self._store.note_node(record.thread_id, record.ns, record.checkpoint_id, record.node)
+        return record
 
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
         """``"<12-digit counter>.<8 random hex>"``: increasing, and distinct across forks.
