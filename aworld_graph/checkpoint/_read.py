@@ -12,8 +12,10 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -88,6 +90,15 @@ ChainRow = tuple[int, str | None, bytes | None, str | None, int | None]
 """A blob row: ``(kind, type, value, base_version, items)``."""
 
 
+def msgpack_loader(serde: SerializerProtocol) -> Callable[[bytes], Any]:
+    """Decode msgpack bytes as ``serde.loads_typed(("msgpack", data))`` does, without its
+    per-call type dispatch (LangGraph's serializer keeps its extension hook on itself)."""
+    hook = getattr(serde, "_unpack_ext_hook", None)
+    if hook is None:
+        return lambda data: serde.loads_typed(("msgpack", data))
+    return partial(ormsgpack.unpackb, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+
+
 def load_versions(serde: SerializerProtocol, skeleton: bytes) -> dict[str, Any]:
     """Decode a stored checkpoint skeleton (a checkpoint without id and values)."""
     return serde.loads_typed(("msgpack", skeleton))
@@ -114,12 +125,13 @@ def fetch(
     values: dict[tuple[str, str], dict[tuple[str, str], tuple[str, bytes]]] = {}
     writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes]]] = {}
     skeletons: dict[str, dict[str, Any]] = {}
+    unpack = msgpack_loader(serde)
     for (thread_id, ns), members in scopes.items():
         need: dict[tuple[str, str], None] = {}
         for row in members:
-            skeleton = skeletons[row[2]] = serde.loads_typed(("msgpack", row[4]))
+            skeleton = skeletons[row[2]] = unpack(row[4])
             for ch, ver in skeleton["channel_versions"].items():
-                need[(ch, str(ver))] = None
+                need[(ch, ver if ver.__class__ is str else str(ver))] = None
         values[(thread_id, ns)] = _fetch_values(conn, thread_id, ns, list(need))
         ids = {row[2] for row in members}
         for checkpoint_id, task_id, channel, type_, value in conn.execute(
@@ -148,22 +160,27 @@ class Page:
     def tuples(self, serde: SerializerProtocol) -> Iterator[CheckpointTuple]:
         """The checkpoint tuples, in row order, fully decoded."""
         loads = serde.loads_typed
+        unpack = msgpack_loader(serde)
+        skeletons = self.skeletons
         for thread_id, ns, checkpoint_id, parent_id, skeleton, metadata in self.rows:
-            skel = self.skeletons.pop(checkpoint_id, None) or loads(("msgpack", skeleton))
+            skel = skeletons.pop(checkpoint_id, None) or unpack(skeleton)
             found = self.values.get((thread_id, ns), {})
             skel["id"] = checkpoint_id
-            skel["channel_values"] = {
-                ch: loads(typed)
-                for ch, ver in skel["channel_versions"].items()
-                if (typed := found.get((ch, str(ver)))) is not None
-            }
+            channel_values = skel["channel_values"] = {}
+            for ch, ver in skel["channel_versions"].items():
+                typed = found.get((ch, ver if ver.__class__ is str else str(ver)))
+                if typed is not None:
+                    channel_values[ch] = unpack(typed[1]) if typed[0] == "msgpack" else loads(typed)
             writes = self.writes.get((thread_id, ns, checkpoint_id), ())
             yield CheckpointTuple(
                 _config(thread_id, ns, checkpoint_id),
                 skel,
                 _json_loads(metadata) if metadata else {},
                 _config(thread_id, ns, parent_id) if parent_id else None,
-                [(task, ch, loads((type_, value))) for task, ch, type_, value in writes],
+                [
+                    (task, ch, unpack(value) if type_ == "msgpack" else loads((type_, value)))
+                    for task, ch, type_, value in writes
+                ],
             )
 
 
@@ -286,6 +303,9 @@ class LazyPage:
 
         ``read`` gives a context manager yielding a connection in a read transaction (and
         turning decode errors into clear ones)."""
+        loaded = self._tuples
+        if loaded is not None:
+            return loaded
         with self._lock:
             if self._tuples is None:
                 keys = list(dict.fromkeys((r[0], r[1], r[2]) for r in self._rows))
@@ -294,12 +314,8 @@ class LazyPage:
                     rows = conn.execute(sql, [v for key in keys for v in key]).fetchall()
                     page = fetch(conn, rows, self._serde)
                     found = {
-                        (
-                            t.config["configurable"]["thread_id"],
-                            t.config["configurable"]["checkpoint_ns"],
-                            t.config["configurable"]["checkpoint_id"],
-                        ): t
-                        for t in page.tuples(self._serde)
+                        row[:3]: t
+                        for row, t in zip(page.rows, page.tuples(self._serde), strict=True)
                     }
                 missing = [k[2] for k in keys if k not in found]
                 if missing:
