@@ -165,3 +165,14 @@ def test_alist_decodes_in_a_worker_and_matches_list(saver: TrajectorySaver) -> N
     pages = {tuple.__getitem__(t, 1).page for t in listed}
     assert len(pages) == 2 and all(page._tuples is not None for page in pages)
     assert [t.checkpoint for t in listed] == [t.checkpoint for t in saver.list(THREAD, limit=230)]
+
+
+def test_the_checkpoints_guide_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    guide = Path(__file__).resolve().parents[2] / "docs" / "checkpoints.md"
+    block = guide.read_text().split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, str(guide), "exec"), {"__name__": "guide_example"})
+    assert capsys.readouterr().out.strip() == "3 {'n': 2}"
+    assert (tmp_path / "checkpoints" / "docs-example.db").exists()
