@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -123,7 +123,7 @@ def fetch(
     for row in rows:
         scopes.setdefault((row[0], row[1]), []).append(row)
     values: dict[tuple[str, str], dict[tuple[str, str], tuple[str, bytes]]] = {}
-    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes]]] = {}
+    writes: dict[tuple[str, str], dict[str, list[tuple[str, str, str, str, bytes]]]] = {}
     skeletons: dict[str, dict[str, Any]] = {}
     unpack = msgpack_loader(serde)
     for (thread_id, ns), members in scopes.items():
@@ -132,14 +132,16 @@ def fetch(
             skeleton = skeletons[row[2]] = unpack(row[4])
             for ch, ver in skeleton["channel_versions"].items():
                 need[(ch, ver if ver.__class__ is str else str(ver))] = None
-        values[(thread_id, ns)] = _fetch_values(conn, thread_id, ns, list(need))
+        values[(thread_id, ns)] = _fetch_values(conn, thread_id, ns, need)
         ids = {row[2] for row in members}
-        for checkpoint_id, task_id, channel, type_, value in conn.execute(
-            _WRITES_SQL, (thread_id, ns, min(ids), max(ids))
-        ):
-            if checkpoint_id in ids:
-                key = (thread_id, ns, checkpoint_id)
-                writes.setdefault(key, []).append((task_id, channel, type_, value))
+        scope = writes[(thread_id, ns)] = {}
+        for row in conn.execute(_WRITES_SQL, (thread_id, ns, min(ids), max(ids))):
+            found = scope.get(row[0])
+            if found is None:
+                if row[0] not in ids:
+                    continue
+                found = scope[row[0]] = []
+            found.append(row)
     return Page(list(rows), values, writes, skeletons)
 
 
@@ -152,8 +154,9 @@ class Page:
     rows: list[CheckpointRow]
     values: dict[tuple[str, str], dict[tuple[str, str], tuple[str, bytes]]]
     """(thread, namespace) → (channel, version) → serialized value."""
-    writes: dict[tuple[str, str, str], list[tuple[str, str, str, bytes]]]
-    """(thread, namespace, checkpoint) → pending writes, in ``writes_sort_key`` order."""
+    writes: dict[tuple[str, str], dict[str, list[tuple[str, str, str, str, bytes]]]]
+    """(thread, namespace) → checkpoint → its pending-write rows ``(checkpoint, task, channel,
+    type, value)``, in ``writes_sort_key`` order."""
     skeletons: dict[str, dict[str, Any]]
     """checkpoint id → the decoded checkpoint without its values (decoded once, in ``fetch``)."""
 
@@ -171,7 +174,7 @@ class Page:
                 typed = found.get((ch, ver if ver.__class__ is str else str(ver)))
                 if typed is not None:
                     channel_values[ch] = unpack(typed[1]) if typed[0] == "msgpack" else loads(typed)
-            writes = self.writes.get((thread_id, ns, checkpoint_id), ())
+            writes = self.writes.get((thread_id, ns), {}).get(checkpoint_id, ())
             yield CheckpointTuple(
                 _config(thread_id, ns, checkpoint_id),
                 skel,
@@ -179,7 +182,7 @@ class Page:
                 _config(thread_id, ns, parent_id) if parent_id else None,
                 [
                     (task, ch, unpack(value) if type_ == "msgpack" else loads((type_, value)))
-                    for task, ch, type_, value in writes
+                    for _, task, ch, type_, value in writes
                 ],
             )
 
@@ -357,18 +360,27 @@ class LazyPage:
 
 
 def _fetch_values(
-    conn: sqlite3.Connection, thread_id: str, ns: str, keys: list[tuple[str, str]]
+    conn: sqlite3.Connection,
+    thread_id: str,
+    ns: str,
+    keys: Iterable[tuple[str, str]],
 ) -> dict[tuple[str, str], tuple[str, bytes]]:
     """Serialized values ``(type, bytes)`` of the wanted (channel, version) pairs.
 
     Empty versions are left out. Lists stored as deltas are joined from their chains.
     """
-    wanted = set(keys)
-    ranges: dict[str, tuple[str, str]] = {}
-    for ch, ver in keys:
-        lo, hi = ranges.get(ch, (ver, ver))
-        ranges[ch] = (min(lo, ver), max(hi, ver))
-    rows: dict[tuple[str, str], ChainRow] = {}
+    wanted = keys if isinstance(keys, dict) else dict.fromkeys(keys)
+    ranges: dict[str, list[str]] = {}
+    for ch, ver in wanted:
+        span = ranges.get(ch)
+        if span is None:
+            ranges[ch] = [ver, ver]
+        elif ver < span[0]:
+            span[0] = ver
+        elif ver > span[1]:
+            span[1] = ver
+    out: dict[tuple[str, str], tuple[str, bytes]] = {}
+    rows: dict[tuple[str, str], ChainRow] = {}  # what delta chains may need
     channels = list(ranges.items())
     for start in range(0, len(channels), _CHANNELS_PER_QUERY):
         chunk = channels[start : start + _CHANNELS_PER_QUERY]
@@ -378,13 +390,19 @@ def _fetch_values(
         for ch, ver, kind, type_, value, base, items in conn.execute(
             _ranges_sql(len(chunk)), params
         ):
-            rows[(ch, ver)] = (kind, type_, value, base, items)
+            key = (ch, ver)
+            if kind == DELTA or items is not None:  # list rows: bases and deltas
+                rows[key] = (kind, type_, value, base, items)
+            if kind != DELTA and kind != EMPTY and key in wanted:
+                out[key] = (type_ or "null", value or b"")
+    if not any(row[0] == DELTA for row in rows.values()):
+        return out
     missing = list(
         {
             (key[0], row[3]): None
-            for key in wanted
-            if (row := rows.get(key)) is not None
-            and row[0] == DELTA
+            for key, row in rows.items()
+            if row[0] == DELTA
+            and key in wanted
             and row[3] is not None
             and (key[0], row[3]) not in rows
         }
@@ -398,17 +416,11 @@ def _fetch_values(
             _chains_sql(len(chunk_keys)), params
         ):
             rows[(ch, ver)] = (kind, type_, value, base, items)
-    out: dict[tuple[str, str], tuple[str, bytes]] = {}
     bodies: dict[tuple[str, str], list[bytes | memoryview]] = {}
-    for key in keys:
-        row = rows.get(key)
-        if row is None or row[0] == EMPTY:
-            continue
-        if row[0] != DELTA:
-            out[key] = (row[1] or "null", row[2] or b"")
-            continue
-        parts = _parts(rows, bodies, key)
-        out[key] = (row[1] or "msgpack", array_header(row[4] or 0) + b"".join(parts))
+    for key, row in rows.items():
+        if row[0] == DELTA and key in wanted:
+            parts = _parts(rows, bodies, key)
+            out[key] = (row[1] or "msgpack", array_header(row[4] or 0) + b"".join(parts))
     return out
 
 
