@@ -8,7 +8,10 @@ Rows: ``name``, ``ours``, ``peer``, ``ratio`` (ours / peer) and ``goal`` (the ra
 * db size: file size (WAL checkpointed) after a long chat thread.
 * per-step cost: what the saver adds per step of a 100-node chain — wall time with the saver
   minus wall time with a saver that stores nothing (so LangGraph's own checkpointing work,
-  the same for every saver, is not counted).
+  the same for every saver, is not counted). LangGraph saves from background threads while
+  the next step runs, so this includes what the saver's work costs the graph's thread.
+* replayed saver calls: the put/put_writes calls of that chain, recorded once and replayed in
+  one thread — the savers' own cost, without a graph sharing the GIL.
 * list(): iterate every checkpoint of one long thread; and iterate it reading each tuple's
   values, metadata and pending writes (ours decodes a page of tuples on first use, so the
   first row is what a history walk for ids and configs costs, the second a full read).
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import operator
 import os
 import sqlite3
@@ -242,6 +246,66 @@ def bench_chain(tmp: Path, sizes: Sizes) -> list[dict[str, Any]]:
     ]
 
 
+class RecordingSaver(NoopSaver):
+    """Stores nothing; keeps a copy of every put/put_writes call to replay on real savers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        self.calls.append(("put", copy.deepcopy((config, checkpoint, metadata, new_versions))))
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        self.calls.append(("writes", copy.deepcopy((config, writes, task_id, task_path))))
+
+
+def _replay(
+    saver: BaseCheckpointSaver, calls: list[tuple[str, tuple[Any, ...]]], runs: int
+) -> float:
+    start = time.perf_counter()
+    for r in range(runs):
+        for kind, (config, *rest) in calls:
+            conf = {"configurable": {**config["configurable"], "thread_id": f"replay-{r}"}}
+            if kind == "put":
+                saver.put(conf, *rest)
+            else:
+                saver.put_writes(conf, *rest)
+    return time.perf_counter() - start
+
+
+def bench_replay(tmp: Path, sizes: Sizes) -> list[dict[str, Any]]:
+    """The savers' own cost per step: the put/put_writes calls of a 100-node chain run,
+    recorded once and replayed in one thread (no graph, no GIL shared with it)."""
+    recorder = RecordingSaver()
+    _chain_graph(sizes.chain, recorder).invoke(
+        {"count": 0, "messages": []}, {"configurable": {"thread_id": "rec"}}, durability="sync"
+    )
+    steps = sum(1 for kind, _ in recorder.calls if kind == "put") * sizes.chain_runs
+    best: dict[str, float] = {}
+    for rep in range(sizes.repeats):
+        with ExitStack() as stack:
+            savers: dict[str, BaseCheckpointSaver] = {
+                "ours": _ours(tmp / f"r-o{rep}.db", stack),
+                "ours_full": _ours(tmp / f"r-of{rep}.db", stack, "full"),
+                "peer": _sqlite_saver(tmp / f"r-p{rep}.db", stack),
+            }
+            for name, saver in savers.items():
+                t = _replay(saver, recorder.calls, sizes.chain_runs) / steps * 1e6
+                best[name] = min(best.get(name, t), t)
+    return [
+        _row(
+            f"replayed saver calls, {sizes.chain}-node chain, us/step (normal vs peer)", best, 0.5
+        ),
+        _row(
+            f"replayed saver calls, {sizes.chain}-node chain, us/step (full vs peer)",
+            _full(best),
+            1.0,
+        ),
+    ]
+
+
 def _full(values: dict[str, float]) -> dict[str, float]:
     return {"ours": values["ours_full"], "peer": values["peer"]}
 
@@ -412,6 +476,7 @@ def run(quick: bool = False, sizes: Sizes | None = None) -> list[dict[str, Any]]
             bench_size(tmp, sizes, DictChatState, "operator.add dicts"),
         ]
         rows += bench_chain(tmp, sizes)
+        rows += bench_replay(tmp, sizes)
         rows += bench_history(tmp, sizes)
         rows.append(bench_latest(tmp, sizes))
         rows += bench_history(tmp, sizes, grow=True)

@@ -206,7 +206,11 @@ def _batch_view_sql() -> list[str]:
         + route("INSERT OR REPLACE", "checkpoint_writes", _WRITE_COLUMNS, 2)
         + route("INSERT OR REPLACE", "checkpoint_blobs", _BLOB_COLUMNS, 3)
         + route("INSERT OR REPLACE", "checkpoints", _CHECKPOINT_COLUMNS, 4)
-        + " END",
+        # kind 5: name node c4 on checkpoint (c1, c2, c3), stored before the writes showing it ran
+        + "UPDATE checkpoints SET nodes = json_insert(coalesce(nodes, '[]'), '$[#]', NEW.c4) "
+        "WHERE NEW.kind = 5 AND thread_id = NEW.c1 AND checkpoint_ns = NEW.c2 "
+        "AND checkpoint_id = NEW.c3 AND NOT EXISTS "
+        "(SELECT 1 FROM json_each(coalesce(nodes, '[]')) WHERE value = NEW.c4);" + " END",
     ]
 
 
@@ -225,11 +229,14 @@ def _one_statement(
             rows.extend((3, *row, None, None, None, None) for row in blob_rows)
             rows.append((4, *checkpoint_row))
         else:
-            if r.node is not None and store.child(r.thread_id, r.ns, r.checkpoint_id):
-                return None
             pad = (None,) * 7
             rows.extend((1, *row, *pad) for row in r.regular)
             rows.extend((2, *row, *pad) for row in r.special)
+            if r.node is not None:
+                store.note_node(r.thread_id, r.ns, r.checkpoint_id, r.node)
+                child = store.child(r.thread_id, r.ns, r.checkpoint_id)
+                if child is not None:
+                    rows.append((5, r.thread_id, r.ns, child, r.node, *(None,) * 12))
     if not rows or len(rows) > _max_rows(conn, _BATCH_WIDTH):
         return None
     sql = _insert_sql("INSERT", _BATCH_VIEW, "kind, " + _BATCH_COLUMNS, _BATCH_WIDTH, len(rows))

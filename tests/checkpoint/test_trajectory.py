@@ -153,3 +153,30 @@ def test_readable_with_sqlite_utils_and_a_bare_interpreter(db_path: Path) -> Non
         check=True,
     ).stdout.splitlines()
     assert json.loads(out[0])[2] == ["llm"] and out[1] == "False"
+
+
+def test_nodes_come_from_writes_saved_before_or_after_the_next_checkpoint(db_path: Path) -> None:
+    """LangGraph may save a step's writes after the checkpoint that follows them (both from
+    background threads): the transition still names every node that ran, once each."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    def checkpoint(n: int) -> Any:
+        c = empty_checkpoint()
+        c["channel_values"] = {"n": n}
+        c["channel_versions"] = {"n": f"{n:012d}.00000000"}
+        return c
+
+    saver = TrajectorySaver(db_path)
+    root: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    first = saver.put(root, checkpoint(1), {"step": 0}, {"n": f"{1:012d}.00000000"})
+    saver.put_writes(first, [("n", 2)], "task-a", "~__pregel_pull, before")
+    second = saver.put(first, checkpoint(2), {"step": 1}, {"n": f"{2:012d}.00000000"})
+    saver.put_writes(first, [("n", 2)], "task-b", "~__pregel_pull, after")
+    saver.put_writes(first, [("n", 2)], "task-c", "~__pregel_pull, after")
+    saver.put_writes(second, [("n", 3)], "task-d", "~__pregel_pull, later")
+    rows = {r.checkpoint_id: r for r in saver.transitions("t")}
+    assert rows[second["configurable"]["checkpoint_id"]].nodes == ["before", "after"]
+    saver.close()
+    fresh = TrajectorySaver(db_path)  # a process that did not write them reads the same
+    assert fresh.transitions("t")[-1].nodes == ["before", "after"]
+    fresh.close()
