@@ -37,20 +37,22 @@ _SECRET_VALUE = re.compile(
     re.I,
 )
 _MCP_SERVER_KEYS = frozenset({"command", "args", "url", "transport"})
-_SUSPECT = re.compile(
-    r"api[_-]?key|secret|passw|authoriz|credential|token|bearer|basic|sk-|gh[pousr]_"
-    r"|github_pat_|xox[abprs]-|akia|\"env\"",
-    re.I,
+_SUSPECT = (
+    *("api_key", "api-key", "apikey", "secret", "passw", "authoriz", "credential", "token"),
+    *("bearer", "basic", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    *("xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-", "akia", '"env"'),
 )
-"""Matches the JSON text of anything :func:`strip_secrets` would change (and more)."""
+"""Lower-case fragments of anything :func:`strip_secrets` would change (and more)."""
 
 
 def may_hold_secrets(json_text: str | bytes) -> bool:
     """``False`` when the JSON text of a value has nothing :func:`strip_secrets` removes,
-    so the value can be stored as is (one scan of the text instead of a deep copy)."""
+    so the value can be stored as is (substring scans of the text instead of a deep copy;
+    a regex with the same alternatives took ~16 µs on a small metadata dict)."""
     if isinstance(json_text, bytes):
         json_text = json_text.decode("utf-8", "replace")
-    return _SUSPECT.search(json_text) is not None
+    text = json_text.lower()
+    return any(fragment in text for fragment in _SUSPECT)
 
 
 def is_secret_key(key: object) -> bool:
