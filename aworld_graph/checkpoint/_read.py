@@ -35,6 +35,8 @@ __all__ = [
     "Page",
     "fetch",
     "load_versions",
+    "lookup_rows",
+    "msgpack_loader",
 ]
 
 
@@ -88,6 +90,43 @@ _CHANNELS_PER_QUERY = 64
 
 ChainRow = tuple[int, str | None, bytes | None, str | None, int | None]
 """A blob row: ``(kind, type, value, base_version, items)``."""
+
+
+_LATEST_SQL = (
+    "WITH k(a, b) AS (VALUES {keys}) SELECT k.a, k.b, "
+    + ", ".join(f"c.{col.strip()}" for col in CHECKPOINT_COLUMNS.split(","))
+    + " FROM k JOIN checkpoints AS c ON c.thread_id = k.a AND c.checkpoint_ns = k.b "
+    "AND c.checkpoint_id = (SELECT max(checkpoint_id) FROM checkpoints "
+    "WHERE thread_id = k.a AND checkpoint_ns = k.b)"
+)
+_BY_ID_SQL = (
+    "WITH k(a, b, c) AS (VALUES {keys}) SELECT "
+    + ", ".join(f"c.{col.strip()}" for col in CHECKPOINT_COLUMNS.split(","))
+    + " FROM k JOIN checkpoints AS c ON c.thread_id = k.a AND c.checkpoint_ns = k.b "
+    "AND c.checkpoint_id = k.c"
+)
+_LOOKUP_CHUNK = 300
+
+
+def lookup_rows(
+    conn: sqlite3.Connection, keys: Sequence[tuple[str, str, str | None]]
+) -> dict[tuple[str, str, str | None], CheckpointRow]:
+    """Checkpoint rows for ``(thread, namespace, id)`` keys, ``id=None`` meaning the latest
+    of the thread: one query per few hundred keys, not one per key."""
+    out: dict[tuple[str, str, str | None], CheckpointRow] = {}
+    latest = list(dict.fromkeys((t, ns) for t, ns, cid in keys if not cid))
+    exact = list(dict.fromkeys((t, ns, cid) for t, ns, cid in keys if cid))
+    for start in range(0, len(latest), _LOOKUP_CHUNK):
+        chunk = latest[start : start + _LOOKUP_CHUNK]
+        sql = _LATEST_SQL.format(keys=",".join(["(?,?)"] * len(chunk)))
+        for a, b, *row in conn.execute(sql, [v for key in chunk for v in key]):
+            out[(a, b, None)] = tuple(row)  # type: ignore[assignment]
+    for start in range(0, len(exact), _LOOKUP_CHUNK):
+        chunk3 = exact[start : start + _LOOKUP_CHUNK]
+        sql = _BY_ID_SQL.format(keys=",".join(["(?,?,?)"] * len(chunk3)))
+        for row in conn.execute(sql, [v for key in chunk3 for v in key]):
+            out[(row[0], row[1], row[2])] = row
+    return out
 
 
 def msgpack_loader(serde: SerializerProtocol) -> Callable[[bytes], Any]:

@@ -13,6 +13,7 @@ processes wait on SQLite's busy timeout. Readers use pooled connections without 
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import sqlite3
 import threading
@@ -98,6 +99,20 @@ class _Ticket:
     error: BaseException | None = None
 
 
+ReadBatch = Callable[[sqlite3.Connection, list[Any]], dict[Any, Any]]
+"""Answers a list of read keys inside one read transaction: key → result."""
+
+
+def _settle_reads(outcomes: list[tuple[asyncio.Future[Any], BaseException | None, Any]]) -> None:
+    for future, error, result in outcomes:
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+
 def _call_each(store: Store, conn: sqlite3.Connection, ops: list[Any]) -> list[Any]:
     return [op(conn) for op in ops]
 
@@ -136,6 +151,11 @@ class Store:
     _writer: threading.Thread | None = field(default=None, init=False)
     _stopping: bool = field(default=False, init=False)
     _seq: int = field(default=0, init=False)
+    _reads: list[tuple[Any, Any, asyncio.Future[Any], asyncio.AbstractEventLoop]] = field(
+        default_factory=list, init=False
+    )
+    _reads_cond: threading.Condition = field(default_factory=threading.Condition, init=False)
+    _reader: threading.Thread | None = field(default=None, init=False)
     _lingers: dict[str, bool] = field(default_factory=dict, init=False)
     _recent: dict[tuple[str, str, str], tuple[int, float]] = field(default_factory=dict, init=False)
     _synced: int = field(default=0, init=False)
@@ -162,6 +182,7 @@ class Store:
             self._forks = _FORKS[0]
             self._ready, self._executor, self._writer = False, None, None
             self._queue, self._queue_cond = [], threading.Condition()
+            self._reads, self._reads_cond, self._reader = [], threading.Condition(), None
             self.write_lock = _file_lock(self.path)
             self._seq, self._synced, self._sync_lock = 0, 0, threading.Lock()
 
@@ -297,6 +318,60 @@ class Store:
             self._queue_cond.notify()
         assert ticket.future is not None
         return ticket.future
+
+    def submit_read(self, load: ReadBatch, key: Any) -> asyncio.Future[Any]:
+        """Queue a read for the reader thread, which answers every read queued meanwhile
+        with ``load(conn, keys)`` inside one read transaction (a few SQLite calls for many
+        concurrent reads, instead of a worker-thread hop and a transaction each)."""
+        self._after_fork()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._reads_cond:
+            self._reads.append((load, key, future, loop))
+            if self._reader is None or not self._reader.is_alive():
+                self._reader = threading.Thread(
+                    target=self._read_forever, name="aworld-checkpoint-reader", daemon=True
+                )
+                self._reader.start()
+            self._reads_cond.notify()
+        return future
+
+    def _read_forever(self) -> None:
+        while True:
+            with self._reads_cond:
+                if not self._reads_cond.wait_for(
+                    lambda: self._reads or self._stopping, timeout=_IDLE_S
+                ):
+                    self._reader = None
+                    return
+                if not self._reads:
+                    return
+                batch, self._reads = self._reads, []
+            by_load: dict[Any, list[Any]] = {}
+            for load, key, _, _ in batch:
+                by_load.setdefault(load, []).append(key)
+            results: dict[Any, dict[Any, Any]] = {}
+            errors: dict[Any, BaseException] = {}
+            for load, keys in by_load.items():
+                try:
+                    with self.read() as conn:
+                        results[load] = load(conn, keys)
+                except BaseException as exc:  # handed to each waiting caller
+                    errors[load] = exc
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Any, Any, Any]]] = {}
+            handed: set[tuple[Any, Any]] = set()
+            for load, key, future, loop in batch:
+                result = results.get(load, {}).get(key)
+                if (load, key) in handed:  # asked twice: each caller gets its own copy
+                    result = copy.deepcopy(result)
+                handed.add((load, key))
+                outcome = (future, errors.get(load), result)
+                by_loop.setdefault(loop, []).append(outcome)
+            for loop, outcomes in by_loop.items():
+                try:
+                    loop.call_soon_threadsafe(_settle_reads, outcomes)
+                except RuntimeError:  # the loop was closed meanwhile
+                    pass
 
     def _drain(self) -> list[_Ticket]:
         with self._queue_cond:
@@ -436,6 +511,11 @@ class Store:
             self._queue_cond.notify_all()
         if writer is not None and writer is not threading.current_thread():
             writer.join()
+        with self._reads_cond:
+            reader = self._reader
+            self._reads_cond.notify_all()
+        if reader is not None and reader is not threading.current_thread():
+            reader.join()
         with self._pool_lock:
             pool, self._pool = self._pool, []
             executor, self._executor = self._executor, None

@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from . import _retention
 from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
 from ._query import decoding, where_clause
-from ._read import CHECKPOINT_COLUMNS, LazyPage, fetch
+from ._read import CHECKPOINT_COLUMNS, LazyPage, fetch, lookup_rows
 from ._schema import Durability
 from ._serde import StrictSerializer
 from ._store import Store
@@ -219,8 +219,22 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             return transitions(conn, str(thread_id), checkpoint_ns)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Async :meth:`get_tuple` (runs in a worker thread)."""
-        return await self._run(self.get_tuple, config)
+        """Async :meth:`get_tuple`: answered by the reader thread, together with the other
+        lookups queued meanwhile (one query for all of them)."""
+        conf = config["configurable"]
+        key = (str(conf["thread_id"]), conf.get("checkpoint_ns", ""), get_checkpoint_id(config))
+        return await self._store.submit_read(self._lookup, key)  # type: ignore[no-any-return]
+
+    def _lookup(
+        self, conn: sqlite3.Connection, keys: list[tuple[str, str, str | None]]
+    ) -> dict[tuple[str, str, str | None], CheckpointTuple]:
+        """The tuples for ``(thread, namespace, id or None for the latest)`` keys."""
+        with decoding(self.path):
+            rows = lookup_rows(conn, keys)
+            if not rows:
+                return {}
+            page = fetch(conn, list(rows.values()), self.serde)  # a tuple per key
+            return dict(zip(rows, page.tuples(self.serde), strict=True))
 
     async def alist(
         self,

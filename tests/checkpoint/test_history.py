@@ -176,3 +176,29 @@ def test_the_checkpoints_guide_example_runs(
     exec(compile(block, str(guide), "exec"), {"__name__": "guide_example"})
     assert capsys.readouterr().out.strip() == "3 {'n': 2}"
     assert (tmp_path / "checkpoints" / "docs-example.db").exists()
+
+
+def test_concurrent_aget_tuple_calls_share_one_lookup_and_match_get_tuple(
+    saver: TrajectorySaver,
+) -> None:
+    """The reader thread answers every lookup queued meanwhile with one query: latest,
+    by id, absent threads, and the same key twice (each caller gets its own copy)."""
+    listed = list(saver.list(THREAD, limit=5))
+    by_id = [t.config for t in listed]
+    configs: list[Any] = [THREAD, THREAD, {"configurable": {"thread_id": "absent"}}, *by_id]
+
+    async def ask() -> list[Any]:
+        return await asyncio.gather(*(saver.aget_tuple(c) for c in configs))
+
+    answers = asyncio.run(ask())
+    assert answers[2] is None
+    assert answers[0] is not answers[1] and answers[0] == answers[1]
+    answers[0].checkpoint["channel_values"]["n"] = -1
+    assert answers[1].checkpoint["channel_values"]["n"] == 450
+    for config, answer in zip(configs[3:], answers[3:], strict=True):
+        assert answer == saver.get_tuple(config)
+    assert answers[1] == saver.get_tuple(THREAD)
+    reader = saver._store._reader
+    assert reader is not None and reader.is_alive()
+    saver.close()
+    assert not reader.is_alive()
