@@ -1,8 +1,10 @@
-"""Turn ``checkpoints`` rows into :class:`CheckpointTuple` s with two batched queries.
+"""Reading: checkpoint rows into :class:`CheckpointTuple` s, a page at a time.
 
-For a page of checkpoint rows, one recursive query fetches every blob row they need
-(delta chains included, each row once) and one query fetches all their pending writes,
-ordered by task path. Nothing is queried per checkpoint.
+For a page of checkpoint rows, one range query per channel group fetches every blob row
+they need (delta chains joined, each row once) and one query fetches all their pending
+writes, ordered by task path. Nothing is queried per checkpoint. ``list()`` hands out
+:class:`HistoryTuple` s that run this for their page only when a field is first read
+(:class:`LazyPage`); :func:`lookup_rows` finds the rows of many ``get_tuple`` lookups at once.
 """
 
 from __future__ import annotations
@@ -186,9 +188,7 @@ def fetch(
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    """Fetched but not decoded: each tuple is decoded as it is handed out, so a long
-    history holds no more decoded objects than its consumer keeps (and leaves the garbage
-    collector little to do)."""
+    """A page of rows with everything their tuples need, fetched but not decoded yet."""
 
     rows: list[CheckpointRow]
     values: dict[tuple[str, str], dict[tuple[str, str], tuple[str, bytes]]]

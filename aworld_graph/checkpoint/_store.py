@@ -1,13 +1,20 @@
-"""Connections and write transactions for one database file.
+"""Connections, write batches and read batches for one database file.
 
 Writes are *group-committed*. A sync caller queues its payload and takes the per-file lock;
-whoever holds the lock stores every queued payload in one ``BEGIN IMMEDIATE`` transaction
-and commits once (the others find theirs done). Async callers queue for a writer thread that
-does the same, so the event loop never waits on the disk. If a batch fails, each payload is
-retried in a transaction of its own, so one bad write does not fail the others. Writers in
-this process never spin in SQLite's busy handler against each other; writers in other
-processes wait on SQLite's busy timeout. Readers use pooled connections without the lock
-(WAL lets them read beside a writer).
+whoever holds the lock stores every queued payload together and commits once (the others
+find theirs done). A batch whose apply function offers ``one_statement`` and needs no reads
+is stored with that single statement (its own transaction); otherwise it runs in one
+``BEGIN IMMEDIATE`` transaction. Async callers queue for a writer thread that does the same,
+so the event loop never waits on the disk. If a batch fails, each payload is retried alone,
+so one bad write does not fail the others. With ``full`` durability each caller returns only
+after a flush of the write-ahead log that started after its commit (:meth:`Store._durable`).
+Writers in this process never spin in SQLite's busy handler against each other; writers in
+other processes wait on SQLite's busy timeout. Readers use pooled connections without the
+lock (WAL lets them read beside a writer); async lookups are batched by a reader thread.
+
+Threads here hand the GIL back and forth with the caller's: every SQLite call releases it,
+and getting it back can take a whole switch interval while an event loop is busy, so the
+code keeps the number of SQLite calls per batch small rather than each call cheap.
 """
 
 from __future__ import annotations
