@@ -4,14 +4,17 @@
   before a call is sent, so a model's mistake costs no round trip and gets a precise message.
 * A ``CallToolResult`` becomes a :class:`~aworld_graph.tools.ToolOutcome`: text blocks joined for
   the model, structured content as JSON when there is no text, images and audio as a short note;
-  the model's text is truncated with a note, the whole result (image bytes replaced by their
-  size) is kept in ``ToolOutcome.result``.
+  the model's text is truncated with a note, the whole result is kept in ``ToolOutcome.result``:
+  image, audio and binary-resource bytes with it (base64, as sent) up to
+  :data:`MAX_KEPT_BYTES` decoded; larger ones are replaced by their size and SHA-256 (so a
+  checkpoint is not inflated by a screenshot loop), marked ``"omitted": true``.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from typing import Any
 
@@ -81,18 +84,14 @@ def result_outcome(
             shown.append(block.text)
         elif isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
             kind = "image" if isinstance(block, mcp_types.ImageContent) else "audio"
-            size = _decoded_size(block.data)
-            data.pop("data", None)
-            data["size_bytes"] = size
+            size = _keep_bytes(data, "data")
             shown.append(f"[{kind}: {block.mime_type}, {size} bytes; not shown as text]")
         elif isinstance(block, mcp_types.EmbeddedResource):
             resource = block.resource
             if isinstance(resource, mcp_types.TextResourceContents):
                 shown.append(resource.text)
             else:
-                size = _decoded_size(resource.blob)
-                data["resource"].pop("blob", None)
-                data["resource"]["size_bytes"] = size
+                size = _keep_bytes(data["resource"], "blob")
                 shown.append(
                     f"[resource {resource.uri}: {resource.mime_type or 'binary'}, {size} bytes]"
                 )
@@ -122,8 +121,22 @@ def result_outcome(
     )
 
 
-def _decoded_size(data: str) -> int:
+MAX_KEPT_BYTES = 1024 * 1024
+"""Binary content up to this size (decoded) is kept in the trajectory with its bytes."""
+
+
+def _keep_bytes(block: dict[str, Any], field: str) -> int:
+    """Note the decoded size of ``block[field]`` (base64); drop the bytes when too large.
+
+    Returns the size."""
+    encoded = block.get(field) or ""
     try:
-        return len(base64.b64decode(data, validate=False))
+        raw = base64.b64decode(encoded, validate=False)
     except (binascii.Error, ValueError):
-        return len(data)
+        raw = encoded.encode() if isinstance(encoded, str) else bytes(encoded)
+    block["size_bytes"] = len(raw)
+    if len(raw) > MAX_KEPT_BYTES:
+        block.pop(field, None)
+        block["sha256"] = hashlib.sha256(raw).hexdigest()
+        block["omitted"] = True
+    return len(raw)

@@ -56,10 +56,12 @@ def record(name: str) -> Record:
 
 
 @server.tool(structured_output=False)
-def picture() -> list[object]:
+def picture(big_kib: int = 0) -> list[object]:
     """An image (a 1x1 PNG) and a caption."""
     from mcp.server.mcpserver.utilities.types import Image
 
+    if big_kib:  # an "image" of zero bytes, larger than the trajectory keeps
+        return [Image(data=bytes(big_kib * 1024), format="png")]
     return ["a tiny picture", Image(data=PNG_1PX, format="png")]
 
 

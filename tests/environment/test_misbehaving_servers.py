@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import socket
 import subprocess
@@ -53,10 +55,17 @@ async def test_structured_image_and_error_results(sandbox: Sandbox) -> None:
     assert json.loads(record.content) == {"name": "n", "count": 3}
     picture = await sandbox.mcpservers.call_tool("bad", "picture", {})
     assert picture.content == "a tiny picture\n[image: image/png, 70 bytes; not shown as text]"
-    assert picture.result["content"][1] == {
+    image = picture.result["content"][1]
+    assert image["type"] == "image" and image["mimeType"] == "image/png"
+    assert image["size_bytes"] == 70 and len(base64.b64decode(image["data"])) == 70  # kept whole
+    big = await sandbox.mcpservers.call_tool("bad", "picture", {"big_kib": 1100})
+    assert big.content == "[image: image/png, 1126400 bytes; not shown as text]"
+    assert big.result["content"][0] == {
         "type": "image",
         "mimeType": "image/png",
-        "size_bytes": 70,
+        "size_bytes": 1126400,
+        "sha256": hashlib.sha256(bytes(1126400)).hexdigest(),
+        "omitted": True,
     }
     failed = await sandbox.mcpservers.call_tool("bad", "fail", {"reason": "disk on fire"})
     assert failed.is_error and failed.server == "bad"
