@@ -16,7 +16,9 @@ import functools
 import os
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -34,9 +36,26 @@ __all__ = [
     "ToolCall",
     "Usage",
     "resolve_model",
+    "sampling_temperature",
 ]
 
 TokenCallback = Callable[[str], None]
+
+_SAMPLING_TEMPERATURE: ContextVar[float | None] = ContextVar(
+    "aworld_graph_sampling_temperature", default=None
+)
+
+
+@contextmanager
+def sampling_temperature(value: float | None) -> Iterator[None]:
+    """Within this block (and the tasks started in it), every OpenAI-compatible model call,
+    the embedded model's included, samples at ``value`` instead of its configured
+    temperature. ``None`` changes nothing. Used by :func:`aworld_graph.rollout.rollout`."""
+    token = _SAMPLING_TEMPERATURE.set(value)
+    try:
+        yield
+    finally:
+        _SAMPLING_TEMPERATURE.reset(token)
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -241,6 +260,8 @@ class OpenAIModel:
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
         kwargs.update(self.params)
+        if (override := _SAMPLING_TEMPERATURE.get()) is not None:
+            kwargs["temperature"] = override
         started = time.perf_counter()
         try:
             if on_token is not None:

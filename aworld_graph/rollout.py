@@ -22,6 +22,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .errors import DefinitionError
+from .model import sampling_temperature
 from .rewards import RewardFn, Score, episode_reward, exact, score_response, store_score
 from .task import Task, TaskResponse
 
@@ -103,8 +104,10 @@ class RolloutGroup:
         }
 
 
-def _copy(task: Task, index: int) -> Task:
+def _copy(task: Task, index: int, temperature: float | None = None) -> Task:
     meta = {**task.metadata, "rollout_group": task.id, "rollout_index": index}
+    if temperature is not None:
+        meta["rollout_temperature"] = temperature
     if isinstance(task.expected, (str, int, float, bool)):
         meta["ground_truth"] = task.expected
     return dataclasses.replace(
@@ -156,6 +159,7 @@ async def rollout(
     threshold: float = 1.0,
     concurrency: int = 8,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
+    temperature: float | None = None,
 ) -> list[RolloutGroup]:
     """Run each task ``n`` times (at most ``concurrency`` runs at once), score and group them.
 
@@ -163,12 +167,15 @@ async def rollout(
         tasks: One task or many; each needs a unique id, and ``task.expected`` is the ground
             truth the reward function compares the answer with.
         n: Runs per task (``k`` of GRPO). Sampling comes from the agents' configured
-            temperature (``AgentConfig.llm_temperature``); at temperature 0 the runs of a
-            task are usually the same.
+            temperature (``AgentConfig.llm_temperature``) unless ``temperature`` is given; at
+            temperature 0 the runs of a task are usually the same.
         reward_fn: ``fn(answer, expected) -> score`` (see :mod:`aworld_graph.rewards`).
         threshold: Scores at or above it have status ``pass``.
         concurrency: Most runs in flight at once, over all tasks.
         checkpointer: Where runs are stored (default: the default database).
+        temperature: Sample every model call of these runs at this temperature (OpenAI-
+            compatible models, the embedded one included; test models ignore it). Recorded
+            in each run's metadata as ``rollout_temperature``.
 
     Returns:
         One :class:`RolloutGroup` per task, in the order given. Running a rollout again with
@@ -182,10 +189,11 @@ async def rollout(
     if len({t.id for t in todo}) != len(todo):
         raise DefinitionError("rollout: two tasks share an id; each task needs its own id")
     saver = checkpointer if checkpointer is not None else default_checkpointer()
-    copies = {t.id: [_copy(t, i) for i in range(n)] for t in todo}
-    responses = await Runners.run_task(
-        [c for cs in copies.values() for c in cs], concurrency=concurrency, checkpointer=saver
-    )
+    copies = {t.id: [_copy(t, i, temperature) for i in range(n)] for t in todo}
+    with sampling_temperature(temperature):
+        responses = await Runners.run_task(
+            [c for cs in copies.values() for c in cs], concurrency=concurrency, checkpointer=saver
+        )
     groups: list[RolloutGroup] = []
     for task in todo:
         group = RolloutGroup(task=task)

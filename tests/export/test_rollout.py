@@ -140,3 +140,29 @@ async def test_a_failed_run_is_scored_but_keeps_its_error(tmp_path: Path) -> Non
         await store_score(copy, score_response(None, "3"), checkpointer=saver)
     resumed = await Runners.resume("e.r0", agent=agent, checkpointer=saver)
     assert resumed.status == "finished" and resumed.answer == "3"
+
+
+async def test_temperature_is_used_for_every_call_of_the_rollout_only(
+    tmp_path: Path, fake_openai: Any
+) -> None:
+    from aworld_graph import AgentConfig, Runners
+
+    from ..fake_openai import text
+
+    fake_openai.default = text("5")
+    conf = AgentConfig(llm_base_url=fake_openai.url, llm_model_name="m", llm_temperature=0.0)
+    agent = Agent(name="sampler", conf=conf)
+    saver = TrajectorySaver(tmp_path / "t.db")
+    groups = await rollout(
+        Task(input="2+3?", agent=agent, expected=5, id="hot"),
+        n=3,
+        reward_fn=numeric,
+        temperature=1.1,
+        checkpointer=saver,
+    )
+    assert groups[0].scores == [1.0, 1.0, 1.0]
+    assert [r["body"]["temperature"] for r in fake_openai.requests] == [1.1, 1.1, 1.1]
+    runs = {r.thread_id: r for r in iter_runs(saver)}
+    assert {r.metadata["rollout_temperature"] for r in runs.values()} == {1.1}
+    await Runners.run("2+3?", agent=agent, checkpointer=saver)  # outside: configured again
+    assert fake_openai.requests[-1]["body"]["temperature"] == 0.0
