@@ -107,6 +107,14 @@ _BY_ID_SQL = (
     + " FROM k JOIN checkpoints AS c ON c.thread_id = k.a AND c.checkpoint_ns = k.b "
     "AND c.checkpoint_id = k.c"
 )
+_ONE_SQL = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+    "AND checkpoint_id = ?"
+)
+_ONE_LATEST_SQL = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+    "ORDER BY checkpoint_id DESC LIMIT 1"
+)
 _LOOKUP_CHUNK = 300
 
 
@@ -115,6 +123,13 @@ def lookup_rows(
 ) -> dict[tuple[str, str, str | None], CheckpointRow]:
     """Checkpoint rows for ``(thread, namespace, id)`` keys, ``id=None`` meaning the latest
     of the thread: one query per few hundred keys, not one per key."""
+    if len(keys) == 1:  # get_tuple: the plain key lookups, no key table
+        thread_id, ns, checkpoint_id = keys[0]
+        if checkpoint_id:
+            one = conn.execute(_ONE_SQL, (thread_id, ns, checkpoint_id)).fetchone()
+        else:
+            one = conn.execute(_ONE_LATEST_SQL, (thread_id, ns)).fetchone()
+        return {keys[0]: one} if one is not None else {}
     out: dict[tuple[str, str, str | None], CheckpointRow] = {}
     latest = list(dict.fromkeys((t, ns) for t, ns, cid in keys if not cid))
     exact = list(dict.fromkeys((t, ns, cid) for t, ns, cid in keys if cid))

@@ -88,12 +88,15 @@ class Head:
 Apply = Callable[["Store", sqlite3.Connection, list[Any]], list[Any]]
 """Stores a list of payloads inside the open transaction; returns one result per payload."""
 
+ReadBatch = Callable[[sqlite3.Connection, list[Any]], dict[Any, Any]]
+"""Answers a list of read keys inside one read transaction: key → result (absent: ``None``)."""
+
 
 @dataclass(eq=False, slots=True)
 class _Ticket:
-    """One queued write and, once committed, its outcome."""
+    """One queued write (or async read) and, once done, its outcome."""
 
-    apply: Apply
+    apply: Apply | ReadBatch
     payload: Any
     future: asyncio.Future[Any] | None = None
     loop: asyncio.AbstractEventLoop | None = None
@@ -104,20 +107,6 @@ class _Ticket:
     """The number of the commit that stored it (0: not stored)."""
     result: Any = None
     error: BaseException | None = None
-
-
-ReadBatch = Callable[[sqlite3.Connection, list[Any]], dict[Any, Any]]
-"""Answers a list of read keys inside one read transaction: key → result."""
-
-
-def _settle_reads(outcomes: list[tuple[asyncio.Future[Any], BaseException | None, Any]]) -> None:
-    for future, error, result in outcomes:
-        if future.done():
-            continue
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
 
 
 def _call_each(store: Store, conn: sqlite3.Connection, ops: list[Any]) -> list[Any]:
@@ -158,9 +147,7 @@ class Store:
     _writer: threading.Thread | None = field(default=None, init=False)
     _stopping: bool = field(default=False, init=False)
     _seq: int = field(default=0, init=False)
-    _reads: list[tuple[Any, Any, asyncio.Future[Any], asyncio.AbstractEventLoop]] = field(
-        default_factory=list, init=False
-    )
+    _reads: list[_Ticket] = field(default_factory=list, init=False)
     _reads_cond: threading.Condition = field(default_factory=threading.Condition, init=False)
     _reader: threading.Thread | None = field(default=None, init=False)
     _lingers: dict[str, bool] = field(default_factory=dict, init=False)
@@ -316,15 +303,21 @@ class Store:
         ticket = _Ticket(apply, payload, loop.create_future(), loop)
         with self._queue_cond:
             self._queue.append(ticket)
-            if self._writer is None or not self._writer.is_alive():
-                self._stopping = False
-                self._writer = threading.Thread(
-                    target=self._write_forever, name="aworld-checkpoint-writer", daemon=True
-                )
-                self._writer.start()
+            self._writer = self._running(self._writer, self._write_forever, "writer")
             self._queue_cond.notify()
         assert ticket.future is not None
         return ticket.future
+
+    def _running(
+        self, thread: threading.Thread | None, target: Callable[[], None], role: str
+    ) -> threading.Thread:
+        """``thread`` if it is alive, else a new daemon thread running ``target``."""
+        if thread is not None and thread.is_alive():
+            return thread
+        self._stopping = False
+        thread = threading.Thread(target=target, name=f"aworld-checkpoint-{role}", daemon=True)
+        thread.start()
+        return thread
 
     def submit_read(self, load: ReadBatch, key: Any) -> asyncio.Future[Any]:
         """Queue a read for the reader thread, which answers every read queued meanwhile
@@ -332,16 +325,13 @@ class Store:
         concurrent reads, instead of a worker-thread hop and a transaction each)."""
         self._after_fork()
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        ticket = _Ticket(load, key, loop.create_future(), loop)
         with self._reads_cond:
-            self._reads.append((load, key, future, loop))
-            if self._reader is None or not self._reader.is_alive():
-                self._reader = threading.Thread(
-                    target=self._read_forever, name="aworld-checkpoint-reader", daemon=True
-                )
-                self._reader.start()
+            self._reads.append(ticket)
+            self._reader = self._running(self._reader, self._read_forever, "reader")
             self._reads_cond.notify()
-        return future
+        assert ticket.future is not None
+        return ticket.future
 
     def _read_forever(self) -> None:
         while True:
@@ -354,31 +344,24 @@ class Store:
                 if not self._reads:
                     return
                 batch, self._reads = self._reads, []
-            by_load: dict[Any, list[Any]] = {}
-            for load, key, _, _ in batch:
-                by_load.setdefault(load, []).append(key)
-            results: dict[Any, dict[Any, Any]] = {}
-            errors: dict[Any, BaseException] = {}
-            for load, keys in by_load.items():
+            groups: dict[Any, list[_Ticket]] = {}
+            for ticket in batch:
+                groups.setdefault(ticket.apply, []).append(ticket)
+            for load, tickets in groups.items():
                 try:
                     with self.read() as conn:
-                        results[load] = load(conn, keys)
+                        found = load(conn, [t.payload for t in tickets])  # type: ignore[call-arg,arg-type]
                 except BaseException as exc:  # handed to each waiting caller
-                    errors[load] = exc
-            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Any, Any, Any]]] = {}
-            handed: set[tuple[Any, Any]] = set()
-            for load, key, future, loop in batch:
-                result = results.get(load, {}).get(key)
-                if (load, key) in handed:  # asked twice: each caller gets its own copy
-                    result = copy.deepcopy(result)
-                handed.add((load, key))
-                outcome = (future, errors.get(load), result)
-                by_loop.setdefault(loop, []).append(outcome)
-            for loop, outcomes in by_loop.items():
-                try:
-                    loop.call_soon_threadsafe(_settle_reads, outcomes)
-                except RuntimeError:  # the loop was closed meanwhile
-                    pass
+                    for ticket in tickets:
+                        ticket.error = exc
+                    continue
+                handed: set[Any] = set()
+                for ticket in tickets:
+                    ticket.result = found.get(ticket.payload)
+                    if ticket.payload in handed:  # asked twice: each caller its own copy
+                        ticket.result = copy.deepcopy(ticket.result)
+                    handed.add(ticket.payload)
+            self._finish(batch)
 
     def _drain(self) -> list[_Ticket]:
         with self._queue_cond:

@@ -1,9 +1,12 @@
 """Writing checkpoints and pending writes, many at a time.
 
 ``prepare_put`` / ``prepare_writes`` serialize in the caller's thread and return plain
-records; :func:`apply_batch` stores a whole batch of them inside one transaction with a few
-multi-row statements (so the writer thread hands the GIL back and forth a few times per
-batch, not a few times per row).
+records (:func:`derive_early` also works out a checkpoint's rows there when its parent is
+cached). Every row goes into the temporary view ``aworld_batch``, whose ``INSTEAD OF``
+trigger routes it by ``kind`` to its table, so a whole batch is one multi-row INSERT: alone
+when nothing needs reading (``apply_batch.one_statement``), else inside a transaction after
+the reads (:func:`apply_batch`). The writer thread hands the GIL back and forth once per
+statement, not once per row or table.
 """
 
 from __future__ import annotations
@@ -152,36 +155,15 @@ def prepare_writes(
 def apply_batch(
     store: Store, conn: sqlite3.Connection, records: list[PutRecord | WritesRecord]
 ) -> list[None]:
-    """Store ``records`` (inside the caller's transaction). Writes go first, so a
-    checkpoint stored in the same batch sees the writes of the step that produced it."""
+    """Store ``records`` (inside the caller's transaction), reading back what the early
+    rows of a checkpoint could not be worked out without. Writes go first, so a checkpoint
+    stored in the same batch sees the writes of the step that produced it."""
     writes = [r for r in records if isinstance(r, WritesRecord)]
     puts = [r for r in records if isinstance(r, PutRecord)]
-    if writes:
-        _insert(
-            conn,
-            "INSERT OR IGNORE",
-            "checkpoint_writes",
-            _WRITE_COLUMNS,
-            9,
-            [row for w in writes for row in w.regular],
-        )
-        _insert(
-            conn,
-            "INSERT OR REPLACE",
-            "checkpoint_writes",
-            _WRITE_COLUMNS,
-            9,
-            [row for w in writes for row in w.special],
-        )
-        for w in writes:
-            if w.node is None:
-                continue
-            store.note_node(w.thread_id, w.ns, w.checkpoint_id, w.node)  # (again: see saver)
-            child = store.child(w.thread_id, w.ns, w.checkpoint_id)
-            if child is not None:
-                _add_node(conn, w.thread_id, w.ns, child, w.node)
+    rows = _write_rows(store, writes)
     if puts:
-        _store_puts(store, conn, puts)
+        rows += _store_puts(store, conn, puts)
+    _insert_rows(conn, rows)
     return [None] * len(records)
 
 
@@ -218,48 +200,65 @@ def _one_statement(
     store: Store, conn: sqlite3.Connection, records: list[PutRecord | WritesRecord]
 ) -> list[None] | None:
     """Store ``records`` with a single INSERT (one implicit transaction), when they need no
-    reads: every checkpoint's rows were worked out early and no write names a node on a
-    checkpoint stored before it. ``None`` when they do (the caller runs a transaction)."""
-    rows: list[tuple[Any, ...]] = []
-    for r in records:
-        if isinstance(r, PutRecord):
-            if r.derived is None:
-                return None
-            blob_rows, checkpoint_row, _ = r.derived
-            rows.extend((3, *row, None, None, None, None) for row in blob_rows)
-            rows.append((4, *checkpoint_row))
-        else:
-            pad = (None,) * 7
-            rows.extend((1, *row, *pad) for row in r.regular)
-            rows.extend((2, *row, *pad) for row in r.special)
-            if r.node is not None:
-                store.note_node(r.thread_id, r.ns, r.checkpoint_id, r.node)
-                child = store.child(r.thread_id, r.ns, r.checkpoint_id)
-                if child is not None:
-                    rows.append((5, r.thread_id, r.ns, child, r.node, *(None,) * 12))
+    reads: every checkpoint's rows were worked out early. ``None`` when they do, or do not
+    fit one statement (the caller then runs :func:`apply_batch` in a transaction)."""
+    puts = [r for r in records if isinstance(r, PutRecord)]
+    if any(p.derived is None for p in puts):
+        return None
+    rows = _write_rows(store, [r for r in records if isinstance(r, WritesRecord)])
+    for p in puts:
+        assert p.derived is not None
+        rows += _derived_rows(p.derived)
     if not rows or len(rows) > _max_rows(conn, _BATCH_WIDTH):
         return None
-    sql = _insert_sql("INSERT", _BATCH_VIEW, "kind, " + _BATCH_COLUMNS, _BATCH_WIDTH, len(rows))
-    params = [value for row in rows for value in row]
+    _insert_rows(conn, rows)
+    for p in puts:
+        assert p.derived is not None
+        store.remember(p.thread_id, p.ns, p.parent_id, p.derived[2])
+    return [None] * len(records)
+
+
+def _write_rows(store: Store, writes: list[WritesRecord]) -> list[tuple[Any, ...]]:
+    """Batch-view rows of tasks' writes, and of nodes to name on checkpoints already stored
+    on top of the checkpoint they were written at (LangGraph may save a step's writes after
+    the checkpoint that follows them)."""
+    rows: list[tuple[Any, ...]] = []
+    pad = (None,) * (_BATCH_WIDTH - 1 - 9)
+    for w in writes:
+        rows.extend((1, *row, *pad) for row in w.regular)
+        rows.extend((2, *row, *pad) for row in w.special)
+        if w.node is not None and (child := store.child(w.thread_id, w.ns, w.checkpoint_id)):
+            rows.append((5, w.thread_id, w.ns, child, w.node, *(None,) * (_BATCH_WIDTH - 5)))
+    return rows
+
+
+def _derived_rows(derived: Derived) -> list[tuple[Any, ...]]:
+    blob_rows, checkpoint_row, _ = derived
+    pad = (None,) * (_BATCH_WIDTH - 1 - 12)
+    return [*((3, *row, *pad) for row in blob_rows), (4, *checkpoint_row)]
+
+
+def _insert_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """Insert batch-view rows, a statement per chunk (the view is created on first use)."""
     try:
-        conn.execute(sql, params)
+        _insert(conn, "INSERT", _BATCH_VIEW, "kind, " + _BATCH_COLUMNS, _BATCH_WIDTH, rows)
     except sqlite3.OperationalError as exc:
         if _BATCH_VIEW not in str(exc):
             raise
         for statement in _batch_view_sql():
             conn.execute(statement)
-        conn.execute(sql, params)
-    for r in records:
-        if isinstance(r, PutRecord) and r.derived is not None:
-            store.remember(r.thread_id, r.ns, r.parent_id, r.derived[2])
-    return [None] * len(records)
+        _insert(conn, "INSERT", _BATCH_VIEW, "kind, " + _BATCH_COLUMNS, _BATCH_WIDTH, rows)
 
 
 _BATCH_COLUMNS = ", ".join(f"c{i}" for i in range(1, _BATCH_WIDTH))
 apply_batch.one_statement = _one_statement  # type: ignore[attr-defined]
 
 
-def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -> None:
+def _store_puts(
+    store: Store, conn: sqlite3.Connection, puts: list[PutRecord]
+) -> list[tuple[Any, ...]]:
+    """Batch-view rows of ``puts``, reading parents, list bases and nodes that were not
+    known when they were put."""
     parents: dict[tuple[str, str, str], Head] = {}
     unknown: list[tuple[str, str, str]] = []
     in_batch = {(p.thread_id, p.ns, p.checkpoint_id) for p in puts}
@@ -281,7 +280,6 @@ def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -
         parents[(t, ns, cid)] = Head(cid, versions, created)
     # the stored list versions each new list value may extend
     wanted: list[tuple[str, str, str, str]] = []
-    known: dict[tuple[str, str, str, str], BaseInfo] = {}
     for p in puts:
         parent = parents.get((p.thread_id, p.ns, p.parent_id or ""))
         if parent is None or p.derived is not None:
@@ -289,12 +287,8 @@ def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -
         for ch, version, value, _ in p.values:
             base = parent.versions.get(ch)
             if isinstance(value, list) and base is not None and str(base) != version:
-                info = parent.lists.get(ch)
-                if info is not None and info.version == str(base):
-                    known[(p.thread_id, p.ns, ch, info.version)] = info
-                else:
-                    wanted.append((p.thread_id, p.ns, ch, str(base)))
-    bases: dict[tuple[str, str, str, str], BaseInfo] = known
+                wanted.append((p.thread_id, p.ns, ch, str(base)))
+    bases: dict[tuple[str, str, str, str], BaseInfo] = {}
     for t, ns, ch, ver, items, nbytes, digest, depth in _select_keys(
         conn,
         "SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, b.items, b.nbytes, "
@@ -320,8 +314,7 @@ def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -
     ):
         if name := node_from_task_path(path or ""):
             nodes.setdefault((t, ns, cid), []).append(name)
-    blob_rows: list[tuple[Any, ...]] = []
-    checkpoint_rows: list[tuple[Any, ...]] = []
+    rows: list[tuple[Any, ...]] = []
     produced: dict[tuple[str, str, str, str], BaseInfo] = {}
     for p in puts:
         derived = p.derived
@@ -332,15 +325,13 @@ def _store_puts(store: Store, conn: sqlite3.Connection, puts: list[PutRecord]) -
                 return produced.get(key) or bases.get(key)
 
             derived = _derive(p, parents.get(parent_key), base_of, nodes.get(parent_key, []))
-        rows, checkpoint_row, head = derived
-        blob_rows.extend(rows)
-        checkpoint_rows.append(checkpoint_row)
+        head = derived[2]
+        rows += _derived_rows(derived)
         for ch, info in head.lists.items():
             produced[(p.thread_id, p.ns, ch, info.version)] = info
         store.remember(p.thread_id, p.ns, p.parent_id, head)
         parents[(p.thread_id, p.ns, p.checkpoint_id)] = head
-    _insert(conn, "INSERT OR REPLACE", "checkpoint_blobs", _BLOB_COLUMNS, 12, blob_rows)
-    _insert(conn, "INSERT OR REPLACE", "checkpoints", _CHECKPOINT_COLUMNS, 16, checkpoint_rows)
+    return rows
 
 
 Derived = tuple[list[tuple[Any, ...]], tuple[Any, ...], Head]
@@ -484,31 +475,6 @@ def _select_keys(
             conn.execute(_keys_cte(width, len(chunk)) + select, [v for key in chunk for v in key])
         )
     return out
-
-
-def _add_node(
-    conn: sqlite3.Connection, thread_id: str, ns: str, checkpoint_id: str, node: str
-) -> None:
-    """Name ``node`` on a transition stored before the writes that show it ran.
-
-    (LangGraph may save a step's writes after the checkpoint that follows them.)
-    """
-    key = (thread_id, ns, checkpoint_id)
-    row = conn.execute(
-        "SELECT nodes FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-        "AND checkpoint_id = ?",
-        key,
-    ).fetchone()
-    if row is None:
-        return
-    nodes = json.loads(row[0] or "[]")
-    if node not in nodes:
-        nodes.append(node)
-        conn.execute(
-            "UPDATE checkpoints SET nodes = ? WHERE thread_id = ? AND checkpoint_ns = ? "
-            "AND checkpoint_id = ?",
-            (json.dumps(nodes), *key),
-        )
 
 
 def _metadata_json(metadata: dict[str, Any]) -> str:

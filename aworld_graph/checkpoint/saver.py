@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from . import _retention
 from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
 from ._query import decoding, where_clause
-from ._read import CHECKPOINT_COLUMNS, LazyPage, fetch, lookup_rows
+from ._read import LazyPage, fetch, lookup_rows
 from ._schema import Durability
 from ._serde import StrictSerializer
 from ._store import Store
@@ -46,6 +46,12 @@ __all__ = ["TrajectorySaver"]
 
 T = TypeVar("T")
 _PAGE = 200
+
+
+def _lookup_key(config: RunnableConfig) -> tuple[str, str, str | None]:
+    """``(thread, namespace, checkpoint id or None for the latest)`` of a get_tuple call."""
+    conf = config["configurable"]
+    return str(conf["thread_id"]), conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
 
 
 class TrajectorySaver(BaseCheckpointSaver[str]):
@@ -129,27 +135,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (the latest of its thread without an id)."""
-        conf = config["configurable"]
-        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
-        checkpoint_id = get_checkpoint_id(config)
-        with self._store.read() as conn, decoding(self.path):
-            if checkpoint_id:
-                row = conn.execute(
-                    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = ? "
-                    "AND checkpoint_ns = ? AND checkpoint_id = ?",
-                    (thread_id, ns, checkpoint_id),
-                ).fetchone()
-            else:
-                row = conn.execute(
-                    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = ? "
-                    "AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
-                    (thread_id, ns),
-                ).fetchone()
-            if row is None:
-                return None
-            page = fetch(conn, [row], self.serde)
-        with decoding(self.path):
-            return next(page.tuples(self.serde))
+        key = _lookup_key(config)
+        with self._store.read() as conn:
+            return self._lookup(conn, [key]).get(key)
 
     def list(
         self,
@@ -221,9 +209,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async :meth:`get_tuple`: answered by the reader thread, together with the other
         lookups queued meanwhile (one query for all of them)."""
-        conf = config["configurable"]
-        key = (str(conf["thread_id"]), conf.get("checkpoint_ns", ""), get_checkpoint_id(config))
-        return await self._store.submit_read(self._lookup, key)  # type: ignore[no-any-return]
+        return await self._store.submit_read(self._lookup, _lookup_key(config))  # type: ignore[no-any-return]
 
     def _lookup(
         self, conn: sqlite3.Connection, keys: list[tuple[str, str, str | None]]

@@ -7,11 +7,21 @@ line on stderr and exit code 1; they never print a traceback.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from ..errors import AWorldGraphError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DB_HELP = "Checkpoint database (default: $AWORLD_GRAPH_DB or checkpoints/aworld.db)."
+
+
+def db_option(help: str = DB_HELP) -> Callable[[F], F]:
+    """The ``--db FILE`` option every command that reads or writes runs shares."""
+    return click.option("--db", "db", type=click.Path(dir_okay=False), default=None, help=help)
 
 
 class _Group(click.Group):

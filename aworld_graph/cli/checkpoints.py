@@ -5,30 +5,18 @@ A thin layer over :class:`aworld_graph.checkpoint.TrajectorySaver`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
 from ..checkpoint import TrajectorySaver, TransitionRow, default_db_path
-from ._app import main
+from ._app import db_option, main
 
 __all__ = ["threads_command", "history_command", "prune_command", "vacuum_command"]
 
 
-def _db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--db",
-        "db",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="Checkpoint database (default: $AWORLD_GRAPH_DB or checkpoints/aworld.db).",
-    )(fn)
-
-
-def _open(db: Path | None) -> TrajectorySaver:
-    path = db or default_db_path()
+def _open(db: str | None) -> TrajectorySaver:
+    path = Path(db) if db else default_db_path()
     if not path.is_file():
         raise click.ClickException(
             f"no checkpoint database at {path}; run something first, or pass --db / set "
@@ -38,9 +26,9 @@ def _open(db: Path | None) -> TrajectorySaver:
 
 
 @main.command("threads")
-@_db_option
+@db_option()
 @click.option("--limit", "-n", type=int, default=50, show_default=True, help="Threads to show.")
-def threads_command(db: Path | None, limit: int) -> None:
+def threads_command(db: str | None, limit: int) -> None:
     """List the threads (runs) in the database, most recent first."""
     with _open(db) as saver:
         threads = saver.threads(limit)
@@ -57,9 +45,9 @@ def threads_command(db: Path | None, limit: int) -> None:
 
 @main.command("history")
 @click.argument("thread")
-@_db_option
+@db_option()
 @click.option("--ns", default="", help="Checkpoint namespace (subgraph); root by default.")
-def history_command(thread: str, db: Path | None, ns: str) -> None:
+def history_command(thread: str, db: str | None, ns: str) -> None:
     """Show THREAD's checkpoints as a tree: forks branch off where they started."""
     with _open(db) as saver:
         rows = saver.transitions(thread, ns)
@@ -115,7 +103,7 @@ def _describe(r: TransitionRow) -> str:
 
 @main.command("prune")
 @click.argument("thread", required=False)
-@_db_option
+@db_option()
 @click.option(
     "--keep", type=int, default=None, help="Keep this many newest checkpoints per thread."
 )
@@ -133,7 +121,7 @@ def _describe(r: TransitionRow) -> str:
 )
 def prune_command(
     thread: str | None,
-    db: Path | None,
+    db: str | None,
     keep: int | None,
     older_than: float | None,
     include_latest: bool,
@@ -153,8 +141,8 @@ def prune_command(
 
 
 @main.command("vacuum")
-@_db_option
-def vacuum_command(db: Path | None) -> None:
+@db_option()
+def vacuum_command(db: str | None) -> None:
     """Compact the database file (VACUUM) and truncate its write-ahead log."""
     with _open(db) as saver:
         before = _size(saver.path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ._app import main
+from ._app import db_option, main
 
 __all__ = ["export_command"]
 
@@ -29,12 +29,7 @@ _FORMATS = ("aworld", "openai", "sharegpt", "trl-sft", "trl-dpo", "trl-reward", 
     type=click.Path(dir_okay=False),
     help="Output file: .jsonl, .json or .parquet (Parquet needs pyarrow).",
 )
-@click.option(
-    "--db",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Checkpoint database (default: $AWORLD_GRAPH_DB or checkpoints/aworld.db).",
-)
+@db_option()
 @click.option("--thread", "threads", multiple=True, help="Only this thread (repeatable).")
 @click.option("--success-only", is_flag=True, help="Only runs that finished with an answer.")
 @click.option("--min-reward", type=float, default=None, help="Only runs with at least this reward.")

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from ._app import main
+from ._app import db_option, main
 
 __all__ = ["optimize_command"]
 
@@ -98,12 +98,7 @@ class _Progress:
     default=None,
     help="Where nodes/, workflows/ and reports/ go (default: alongside the workflow).",
 )
-@click.option(
-    "--db",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Checkpoint database (default: $AWORLD_GRAPH_DB or checkpoints/aworld.db).",
-)
+@db_option()
 @click.option(
     "--operators",
     default="rewrite_prompt,demos,topology",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import DefinitionError
-from ._app import main
+from ._app import db_option, main
 
 if TYPE_CHECKING:
     from ..graph import GraphSource
@@ -54,15 +54,6 @@ def load_target(target: str) -> GraphSource:
             f"{target}: module {module_name!r} has no attribute {attr!r}"
         ) from None
     return as_source(obj)
-
-
-def _db_option(fn: Any) -> Any:
-    return click.option(
-        "--db",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Checkpoint database (default: $AWORLD_GRAPH_DB or checkpoints/aworld.db).",
-    )(fn)
 
 
 def _saver(db: str | None) -> Any:
@@ -124,7 +115,7 @@ def _db_path() -> str:
     "--stream", is_flag=True, help="Print events (LLM calls, tool calls, tokens) as they happen."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the whole response as JSON.")
-@_db_option
+@db_option()
 def run(
     target: str,
     input_: str,
@@ -192,7 +183,7 @@ def run(
     help="MODULE:ATTRIBUTE or workflow file, if the run did not record one.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the whole response as JSON.")
-@_db_option
+@db_option()
 def resume(
     thread: str, value: str | None, target: str | None, as_json: bool, db: str | None
 ) -> None:
@@ -285,7 +276,7 @@ def _thread_of(checkpoint: str) -> str:
     default=None,
     help="MODULE:ATTRIBUTE or workflow file, if the run did not record one.",
 )
-@_db_option
+@db_option()
 def fork(
     checkpoint: str,
     sets: tuple[str, ...],

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..errors import DefinitionError
-from ._app import main
+from ._app import db_option, main
 from .run import load_target
 
 __all__ = ["viz"]
@@ -54,12 +54,7 @@ def _stored_run(source: Any, thread: str, db: str | None) -> Any:
 @click.option(
     "--run", "thread", default=None, help="Overlay this stored run (thread id); HTML only."
 )
-@click.option(
-    "--db",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Checkpoint database for --run (default: $AWORLD_GRAPH_DB or checkpoints/aworld.db).",
-)
+@db_option("Checkpoint database for --run (default: $AWORLD_GRAPH_DB or checkpoints/aworld.db).")
 @click.option(
     "--tools", is_flag=True, help="Also draw each tool-using agent's tool-execution node."
 )

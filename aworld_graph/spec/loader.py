@@ -36,6 +36,9 @@ __all__ = ["load_card", "load_workflow", "validate_file"]
 
 _HEADER_SKIP = ("nodes", "topology", "edges")
 
+_EMPTY_CARD = ("the card file is empty", "start with `kind: agent` and `name: ...`")
+"""Problem and fix for a node card file with nothing in it."""
+
 
 def load_workflow(
     path: str | os.PathLike[str],
@@ -151,11 +154,7 @@ class _Loader:
         if source.data is None and source.problems:
             return None
         if source.data is None:
-            self.problems.append(
-                source.problem(
-                    (), "the card file is empty", "start with `kind: agent` and `name: ...`"
-                )
-            )
+            self.problems.append(source.problem((), *_EMPTY_CARD))
             return None
         card, problems = check(NodeCard, source.data, source)
         self.problems += problems
@@ -312,11 +311,7 @@ class _Loader:
             card_source, card_path = self.source(found), ()
             if card_source.data is None:
                 if not card_source.problems:
-                    self.problems.append(
-                        card_source.problem(
-                            (), "the card file is empty", "start with `kind: agent` and `name: ...`"
-                        )
-                    )
+                    self.problems.append(card_source.problem((), *_EMPTY_CARD))
                 return failed
             entry, problems = check(NodeCard, card_source.data, card_source)
             self.problems += problems
