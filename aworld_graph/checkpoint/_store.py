@@ -24,7 +24,6 @@ import copy
 import os
 import sqlite3
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -46,8 +45,6 @@ _POOL_SIZE = 8
 _CACHE_SIZE = 4096
 _BATCH = 512
 _IDLE_S = 30.0
-_LINGER_S = 0.002
-_REARM_S = 0.01
 
 
 _FORKS = [0]
@@ -150,8 +147,6 @@ class Store:
     _reads: list[_Ticket] = field(default_factory=list, init=False)
     _reads_cond: threading.Condition = field(default_factory=threading.Condition, init=False)
     _reader: threading.Thread | None = field(default=None, init=False)
-    _lingers: dict[str, bool] = field(default_factory=dict, init=False)
-    _recent: dict[tuple[str, str, str], tuple[int, float]] = field(default_factory=dict, init=False)
     _synced: int = field(default=0, init=False)
     _sync_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     heads: OrderedDict[tuple[str, str], Head] = field(default_factory=OrderedDict, init=False)
@@ -234,25 +229,14 @@ class Store:
         """Run ``op(conn)`` in a write transaction (see :meth:`submit`)."""
         return self.submit(_call_each, op)  # type: ignore[no-any-return]
 
-    def submit(
-        self,
-        apply: Apply,
-        payload: Any,
-        *,
-        writes_for: tuple[str, str, str] | None = None,
-        follows: tuple[str, str, str] | None = None,
-    ) -> Any:
+    def submit(self, apply: Apply, payload: Any) -> Any:
         """Store ``payload`` with ``apply`` inside a write transaction, possibly together
         with other writers' payloads; returns its result or raises its error.
 
-        ``writes_for``: the payload is a task's pending writes for this checkpoint
-        ``(thread, namespace, id)``. LangGraph saves the next checkpoint from another
-        thread right after a step's writes, so the writes wait briefly (``_LINGER_S``) for
-        it and both commit in one transaction. Writes wait only in threads where that has
-        been seen (a checkpoint arrived from another OS thread shortly after its parent's
-        writes), and stop after waiting in vain, so a caller that saves writes and then
-        the checkpoint itself never waits. ``follows``: the payload is a checkpoint on top
-        of this parent.
+        The caller never waits for company: LangGraph saves a step's writes and then, only
+        once they have returned, the next checkpoint, so holding the writes back for the
+        checkpoint would only delay both (measured: ~0.1 ms more per step on a chain).
+        Payloads queued by other threads meanwhile do share the commit.
         """
         self._after_fork()
         ticket = _Ticket(apply, payload)
@@ -260,19 +244,6 @@ class Store:
             self._queue.append(ticket)
             if len(self._queue) > 1:
                 self._queue_cond.notify_all()
-            if follows is not None:
-                self._saw_checkpoint(follows)
-            elif writes_for is not None and self._lingers.get(writes_for[0], False):
-                if not self._queue_cond.wait_for(
-                    lambda: ticket.committed or len(self._queue) > 1, timeout=_LINGER_S
-                ):
-                    self._lingers[writes_for[0]] = False
-                    if len(self._lingers) > _CACHE_SIZE:
-                        self._lingers.pop(next(iter(self._lingers)))
-            if writes_for is not None:
-                self._recent[writes_for] = (threading.get_ident(), time.monotonic())
-                if len(self._recent) > _CACHE_SIZE:
-                    self._recent.pop(next(iter(self._recent)))
         batch: list[_Ticket] = []
         with self.write_lock:
             if not ticket.committed:
@@ -284,17 +255,6 @@ class Store:
         if ticket.error is not None:
             raise ticket.error
         return ticket.result
-
-    def _saw_checkpoint(self, parent: tuple[str, str, str]) -> None:
-        """A checkpoint on ``parent`` arrived: if its parent's writes came from another OS
-        thread just before, writes of that thread are worth holding for it again."""
-        seen = self._recent.pop(parent, None)
-        if (
-            seen is not None
-            and seen[0] != threading.get_ident()
-            and time.monotonic() - seen[1] < _REARM_S
-        ):
-            self._lingers[parent[0]] = True
 
     def submit_async(self, apply: Apply, payload: Any) -> asyncio.Future[Any]:
         """Queue ``payload`` for the writer thread; the future resolves once committed."""

@@ -248,8 +248,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store a checkpoint; only channels in ``new_versions`` get new value rows."""
         record, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
-        parent = (record.thread_id, record.ns, record.parent_id) if record.parent_id else None
-        self._store.submit(apply_batch, record, follows=parent)
+        self._store.submit(apply_batch, record)
         return stored
 
     async def aput(
@@ -274,11 +273,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     ) -> None:
         """Store a task's pending writes for the checkpoint in ``config``.
 
-        Returns once they are committed, usually together with the checkpoint LangGraph saves
-        next (it waits up to 2 ms for it; see :meth:`Store.submit`)."""
+        Returns once they are committed (with whatever other threads queued meanwhile)."""
         record = self._prepare_writes(config, writes, task_id, task_path)
-        key = (record.thread_id, record.ns, record.checkpoint_id)
-        self._store.submit(apply_batch, record, writes_for=key)
+        self._store.submit(apply_batch, record)
 
     async def aput_writes(
         self,
