@@ -20,7 +20,8 @@ Rows: ``name``, ``ours``, ``peer``, ``ratio`` (ours / peer) and ``goal`` (the ra
 * concurrent runs: wall time of N concurrent runs with a 50 ms "LLM call", checkpoints on
   vs no checkpointer.
 
-Times are the best of ``Sizes.repeats`` runs, taken in turn (ours, peer, ours, …).
+Times are the best of ``Sizes.repeats`` runs, taken in turn (ours, peer, ours, …); the chain
+is timed one run at a time per saver, in turn, ``chain_runs × repeats`` runs each.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class Sizes:
     chain: int = 100
     """Nodes of the chain graph (b)."""
     chain_runs: int = 5
-    """Runs of the chain graph per saver (b)."""
+    """Runs of the chain graph per saver and repeat (b)."""
     history: int = 10_000
     """Checkpoints of the history thread (c)."""
     concurrent: int = 1_000
@@ -168,17 +169,15 @@ def _chain_graph(n: int, saver: BaseCheckpointSaver | None) -> Any:
     return g.compile(checkpointer=saver)
 
 
-def _time_sync(app: Any, runs: int) -> float:
+def _time_sync(app: Any, thread: str) -> float:
     start = time.perf_counter()
-    for r in range(runs):
-        app.invoke({"count": 0, "messages": []}, {"configurable": {"thread_id": f"r{r}"}})
+    app.invoke({"count": 0, "messages": []}, {"configurable": {"thread_id": thread}})
     return time.perf_counter() - start
 
 
-async def _time_async(app: Any, runs: int) -> float:
+async def _time_async(app: Any, thread: str) -> float:
     start = time.perf_counter()
-    for r in range(runs):
-        await app.ainvoke({"count": 0, "messages": []}, {"configurable": {"thread_id": f"r{r}"}})
+    await app.ainvoke({"count": 0, "messages": []}, {"configurable": {"thread_id": thread}})
     return time.perf_counter() - start
 
 
@@ -206,38 +205,46 @@ class NoopSaver(InMemorySaver):
 
 
 def bench_chain(tmp: Path, sizes: Sizes) -> list[dict[str, Any]]:
-    """Checkpointing cost per step: (time with the saver − time with a no-op saver) / steps."""
-    n, runs = sizes.chain, sizes.chain_runs
-    steps = n * runs
-    best: dict[str, float] = {}
-    best_async: dict[str, float] = {}
+    """Checkpointing cost per step: (time with the saver − time with a no-op saver) / steps.
 
-    async def run_async(name: str, rep: int) -> float:
-        if name == "noop":
-            return await _time_async(_chain_graph(n, NoopSaver()), runs)
-        if name == "peer":
-            async with AsyncSqliteSaver.from_conn_string(str(tmp / f"ca-p{rep}.db")) as peer:
-                return await _time_async(_chain_graph(n, peer), runs)
-        durability = "full" if name == "ours_full" else "normal"
-        async with TrajectorySaver(tmp / f"ca-{name}{rep}.db", durability=durability) as ours:
-            return await _time_async(_chain_graph(n, ours), runs)
-
-    for rep in range(sizes.repeats):
-        with ExitStack() as stack:
-            savers: dict[str, BaseCheckpointSaver] = {
+    Every saver runs the chain once in turn, ``chain_runs × repeats`` times; the fastest run of
+    each counts (this box drifts by tens of percent over a minute, so savers timed side by
+    side, one run at a time, compare better than blocks of runs)."""
+    n, runs = sizes.chain, sizes.chain_runs * sizes.repeats
+    with ExitStack() as stack:
+        apps = {
+            name: _chain_graph(n, saver)
+            for name, saver in {
                 "noop": NoopSaver(),
-                "ours": _ours(tmp / f"c-o{rep}.db", stack),
-                "ours_full": _ours(tmp / f"c-of{rep}.db", stack, "full"),
-                "peer": _sqlite_saver(tmp / f"c-p{rep}.db", stack),
-            }
-            for name, saver in savers.items():
-                t = _time_sync(_chain_graph(n, saver), runs)
+                "ours": _ours(tmp / "c-o.db", stack),
+                "ours_full": _ours(tmp / "c-of.db", stack, "full"),
+                "peer": _sqlite_saver(tmp / "c-p.db", stack),
+            }.items()
+        }
+        best: dict[str, float] = {}
+        for run in range(runs):
+            for name, app in apps.items():
+                t = _time_sync(app, f"r{run}")
                 best[name] = min(best.get(name, t), t)
-        for name in ("noop", "ours", "ours_full", "peer"):
-            t = asyncio.run(run_async(name, rep))
-            best_async[name] = min(best_async.get(name, t), t)
-    sync = {k: (v - best["noop"]) / steps * 1e6 for k, v in best.items() if k != "noop"}
-    asyn = {k: (v - best_async["noop"]) / steps * 1e6 for k, v in best_async.items() if k != "noop"}
+
+    async def run_async() -> dict[str, float]:
+        async with (
+            AsyncSqliteSaver.from_conn_string(str(tmp / "ca-p.db")) as peer,
+            TrajectorySaver(tmp / "ca-o.db") as ours,
+            TrajectorySaver(tmp / "ca-of.db", durability="full") as ours_full,
+        ):
+            savers = {"noop": NoopSaver(), "ours": ours, "ours_full": ours_full, "peer": peer}
+            apps = {name: _chain_graph(n, saver) for name, saver in savers.items()}
+            fastest: dict[str, float] = {}
+            for run in range(runs):
+                for name, app in apps.items():
+                    t = await _time_async(app, f"r{run}")
+                    fastest[name] = min(fastest.get(name, t), t)
+            return fastest
+
+    best_async = asyncio.run(run_async())
+    sync = {k: (v - best["noop"]) / n * 1e6 for k, v in best.items() if k != "noop"}
+    asyn = {k: (v - best_async["noop"]) / n * 1e6 for k, v in best_async.items() if k != "noop"}
     return [
         _row(f"sync per-step cost, {n}-node chain, us (normal vs peer)", sync, 0.5),
         _row(f"sync per-step cost, {n}-node chain, us (full vs peer)", _full(sync), 1.0),

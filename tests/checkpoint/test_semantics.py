@@ -209,8 +209,10 @@ async def test_async_writes_do_not_block_the_event_loop(db_path: Path) -> None:
 def test_durability_modes_flush_the_log_only_for_full(
     tmp_path: Path, durability: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``full``: every write returns after a flush of the write-ahead log that started
-    after its commit; ``normal``: SQLite's WAL with synchronous=NORMAL, no flush per write."""
+    """``full``: every write returns once the write-ahead log holding it is flushed — sync
+    callers commit on a ``synchronous=FULL`` connection (SQLite flushes inside COMMIT), async
+    callers' commits are flushed by the writer with ``fdatasync`` after a commit covering
+    them; ``normal``: WAL with synchronous=NORMAL and no flush per write."""
     import os
 
     saver = TrajectorySaver(tmp_path / f"{durability}.db", durability=durability)  # type: ignore[arg-type]
@@ -225,12 +227,24 @@ def test_durability_modes_flush_the_log_only_for_full(
     monkeypatch.setattr(os, "fdatasync", fdatasync)
     config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     for i in range(3):
-        checkpoint = empty_checkpoint()
-        config = saver.put(config, checkpoint, {"step": i}, {})
+        config = saver.put(config, empty_checkpoint(), {"step": i}, {})
         saver.put_writes(config, [("ch", i)], "task")
-        if durability == "full":
-            wal, covered = flushes[-1]
-            assert wal == f"{saver.path}-wal" and covered == store._seq
+        assert store._synced == (store._seq if durability == "full" else 0)
+    if durability == "full":
+        assert store._inline is not None
+        assert store._inline.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert flushes == []  # sync callers: SQLite's own flush (full) or none (normal)
+
+    async def async_writes() -> None:
+        nonlocal config
+        for i in range(3):
+            config = await saver.aput(config, empty_checkpoint(), {"step": 10 + i}, {})
+            await saver.aput_writes(config, [("ch", i)], "task")
+            if durability == "full":
+                wal, covered = flushes[-1]
+                assert wal == f"{saver.path}-wal" and covered == store._seq
+
+    asyncio.run(async_writes())
     conn = store._acquire()
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
