@@ -35,9 +35,9 @@ __all__ = [
 Durability = Literal["normal", "full"]
 """``normal``: WAL with ``synchronous=NORMAL``; a committed checkpoint survives a killed
 process, the last commits may be lost on power failure. ``full``: a write returns only after
-the write-ahead log holding it is flushed to disk (``fdatasync``), so it survives power loss
-too; commits that land together share one flush (like SQLite's ``synchronous=FULL``, minus
-one flush per transaction)."""
+the write-ahead log holding it is flushed to disk, so it survives power loss too. Writes that
+commit together share one flush (sync callers: SQLite's ``synchronous=FULL`` inside the
+commit; the async writer thread: ``fdatasync`` after its commits, outside the write lock)."""
 
 FORMAT = "aworld-graph-checkpoints"
 SCHEMA_VERSION = 1
@@ -50,8 +50,8 @@ def connect(path: Path, durability: Durability) -> sqlite3.Connection:
     conn = sqlite3.connect(
         str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
     )
-    # ``full`` durability flushes the log after commits itself (see Store._durable), so one
-    # flush can cover the commits of several writers; SQLite's own FULL flushes every one
+    # ``full`` durability: sync callers commit on a separate FULL connection, the writer
+    # thread flushes after its commits itself (see Store._commit and Store._durable)
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     conn.execute("PRAGMA temp_store=MEMORY")
