@@ -31,8 +31,11 @@ from typing import Any
 
 import yaml
 
+from ..checkpoint import TrajectorySaver
 from ..rewards import numeric
 from ..testing import FunctionModel, tool_call
+from .candidates import materialize
+from .evaluate import evaluate
 from .tasks import TaskItem, TaskSet
 
 __all__ = [
@@ -216,3 +219,15 @@ def oracle_spec() -> dict[str, Any]:
         }
     )
     return spec
+
+
+async def oracle_score(tasks: TaskSet, db: str | Path) -> float:
+    """Mean test reward of :func:`oracle_spec` run on :func:`student_model` (the best this
+    world allows), with its runs stored in the database ``db``."""
+    result = await evaluate(
+        materialize(oracle_spec(), model=student_model()),
+        tasks.test,
+        reward=tasks.reward,
+        checkpointer=TrajectorySaver(db),
+    )
+    return result.mean

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.errors import ConfigError
-from aworld_graph.meta import Budget, OptimizeResult, evaluate, materialize
+from aworld_graph.meta import Budget, OptimizeResult
 from aworld_graph.meta import synthetic as syn
 from aworld_graph.meta._store import MetaStore
 from tests.meta.helpers import BUDGET, OPERATORS, ROOT, run_synthetic
@@ -32,21 +31,14 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
     async def go() -> Bench:
         root = tmp_path_factory.mktemp("bench")
         tasks = syn.synthetic_tasks()
-        oracle = await evaluate(
-            materialize(syn.oracle_spec(), model=syn.student_model()),
-            tasks.test,
-            reward=tasks.reward,
-            checkpointer=TrajectorySaver(root / "oracle.db"),
-        )
+        oracle = await syn.oracle_score(tasks, root / "oracle.db")
         student = syn.student_model()
         full = await run_synthetic(root / "full", model=student)
         ablations = {}
         for left_out in OPERATORS:
             names = tuple(n for n in OPERATORS if n != left_out)
             ablations[left_out] = await run_synthetic(root / f"without-{left_out}", names)
-        return Bench(
-            oracle=oracle.mean, full=full, ablations=ablations, full_calls=len(student.calls)
-        )
+        return Bench(oracle=oracle, full=full, ablations=ablations, full_calls=len(student.calls))
 
     return asyncio.run(go())
 
