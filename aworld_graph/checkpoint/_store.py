@@ -104,6 +104,9 @@ class _Ticket:
     """The number of the commit that stored it (0: not stored)."""
     result: Any = None
     error: BaseException | None = None
+    settled: threading.Event | None = None
+    """Set once the ticket is stored and durable (for a caller waiting on someone else's
+    commit, see :meth:`Store.submit`'s ``delay``)."""
 
 
 def _call_each(store: Store, conn: sqlite3.Connection, ops: list[Any]) -> list[Any]:
@@ -152,6 +155,8 @@ class Store:
     commits set it without the flush lock: a lost update leaves it lower than it could be,
     which costs at most one extra flush, never a missing one."""
     _inline: sqlite3.Connection | None = field(default=None, init=False)
+    _callers: tuple[int, ...] = field(default=(0, 0, 0, 0), init=False)
+    """The last few threads that wrote through :meth:`submit` (0: none yet)."""
     _sync_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     heads: OrderedDict[tuple[str, str], Head] = field(default_factory=OrderedDict, init=False)
     children: OrderedDict[tuple[str, str, str], str] = field(
@@ -234,21 +239,34 @@ class Store:
         """Run ``op(conn)`` in a write transaction (see :meth:`submit`)."""
         return self.submit(_call_each, op)  # type: ignore[no-any-return]
 
-    def submit(self, apply: Apply, payload: Any) -> Any:
+    def submit(self, apply: Apply, payload: Any, delay: float = 0.0) -> Any:
         """Store ``payload`` with ``apply`` inside a write transaction, possibly together
         with other writers' payloads; returns its result or raises its error.
 
-        The caller never waits for company: LangGraph saves a step's writes and then, only
-        once they have returned, the next checkpoint, so holding the writes back for the
-        checkpoint would only delay both (measured: ~0.1 ms more per step on a chain).
-        Payloads queued by other threads meanwhile do share the commit.
+        With ``delay`` (seconds) the caller first waits that long for another caller's
+        commit to take its payload along, and commits it itself only if none did (a commit
+        delay, as PostgreSQL's ``commit_delay``): with ``full`` durability a task's writes
+        then share the flush of the checkpoint LangGraph saves next, one flush per step
+        instead of two. It still returns only once its payload is stored and flushed. A
+        caller that alone wrote lately does not wait (it would wait for itself).
+        Without ``delay`` the caller never waits for company; payloads queued by other
+        threads meanwhile do share the commit.
         """
         self._after_fork()
         ticket = _Ticket(apply, payload)
+        me, recent = threading.get_ident(), self._callers
+        if delay > 0 and any(caller not in (0, me) for caller in recent):
+            ticket.settled = threading.Event()
+        if recent[-1] != me:
+            self._callers = (*recent[1:], me)
         with self._queue_cond:
             self._queue.append(ticket)
             if len(self._queue) > 1:
                 self._queue_cond.notify_all()
+        if ticket.settled is not None and ticket.settled.wait(delay):
+            if ticket.error is not None:
+                raise ticket.error
+            return ticket.result
         batch: list[_Ticket] = []
         with self.write_lock:
             if not ticket.committed:
@@ -456,6 +474,8 @@ class Store:
         by_loop: dict[asyncio.AbstractEventLoop, list[_Ticket]] = {}
         for ticket in batch:
             ticket.done = True
+            if ticket.settled is not None:
+                ticket.settled.set()
             if ticket.loop is not None:
                 by_loop.setdefault(ticket.loop, []).append(ticket)
         for loop, tickets in by_loop.items():

@@ -254,3 +254,61 @@ def test_durability_modes_flush_the_log_only_for_full(
         store._release(conn)
     assert len(flushes) == (6 if durability == "full" else 0)
     saver.close()
+
+
+def _queued(store: Any, n: int) -> bool:
+    with store._queue_cond:
+        return len(store._queue) >= n
+
+
+def test_full_writes_share_the_next_commit_and_its_flush(tmp_path: Path) -> None:
+    """``full``: a task's ordinary writes, saved from another thread than the checkpoints
+    (LangGraph's pool), wait for the next checkpoint's commit and return once that commit
+    (which holds them) is flushed: one commit and one flush for both, not two."""
+    saver = TrajectorySaver(tmp_path / "f.db", durability="full", commit_delay=60.0)
+    store = saver._store
+    config: Any = saver.put(
+        {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {}
+    )
+    before = store._seq
+    writer = threading.Thread(target=saver.put_writes, args=(config, [("ch", 1)], "task"))
+    writer.start()
+    for _ in range(2000):  # the writes are queued, waiting for company
+        if _queued(store, 1):
+            break
+        writer.join(0.005)
+    assert writer.is_alive() and store._seq == before  # not committed on their own
+    nxt = empty_checkpoint()
+    saver.put(config, nxt, {"step": 1}, {})
+    writer.join(30)  # taken along by the checkpoint's commit, long before the 60 s delay
+    assert not writer.is_alive()
+    assert store._seq == before + 1 and store._synced == store._seq
+    stored = saver.get_tuple(config)
+    assert stored is not None and stored.pending_writes == [("task", "ch", 1)]
+    saver.close()
+
+
+def test_full_writes_commit_at_once_when_alone_or_special(tmp_path: Path) -> None:
+    """The delay never stalls a caller with no one to wait for: one thread saving alone, and
+    writes to special channels (an error or interrupt ends the step: nothing follows)."""
+    saver = TrajectorySaver(tmp_path / "f.db", durability="full", commit_delay=60.0)
+    store = saver._store
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    for i in range(3):  # one thread: each call commits (and flushes) by itself
+        config = saver.put(config, empty_checkpoint(), {"step": i}, {})
+        saver.put_writes(config, [("ch", i)], "task")
+    assert store._seq == 6 and store._synced == 6
+    writer = threading.Thread(target=saver.put_writes, args=(config, [(ERROR, "x")], "other"))
+    writer.start()
+    writer.join(30)
+    assert not writer.is_alive() and store._seq == 7 and store._synced == 7
+    normal = TrajectorySaver(tmp_path / "n.db", commit_delay=60.0)  # normal: never delays
+    cfg = normal.put(config, empty_checkpoint(), {}, {})
+    plain = threading.Thread(target=normal.put_writes, args=(cfg, [("ch", 1)], "task"))
+    plain.start()
+    plain.join(30)
+    assert not plain.is_alive() and normal._store._seq == 2
+    saver.close()
+    normal.close()
+    with pytest.raises(ConfigError, match="commit_delay"):
+        TrajectorySaver(tmp_path / "x.db", commit_delay=-1)
