@@ -211,7 +211,10 @@ def _create(conn: sqlite3.Connection) -> None:
             "digest": bytes,
             "depth": int,
         },
-        ("thread_id", "checkpoint_ns", "channel", "version"),
+        # version before channel: the rows one step writes (every channel LangGraph bumps
+        # gets the same new version) sit side by side at the end of the thread's range,
+        # so a checkpoint's commit touches one leaf page instead of one per channel
+        ("thread_id", "checkpoint_ns", "version", "channel"),
         clustered=True,
     )
     table(

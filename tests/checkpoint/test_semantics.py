@@ -312,3 +312,29 @@ def test_full_writes_commit_at_once_when_alone_or_special(tmp_path: Path) -> Non
     normal.close()
     with pytest.raises(ConfigError, match="commit_delay"):
         TrajectorySaver(tmp_path / "x.db", commit_delay=-1)
+
+
+def test_a_file_with_the_first_blob_key_order_reads_and_writes_the_same(tmp_path: Path) -> None:
+    """Files created before ``checkpoint_blobs`` was keyed version-first keep their key order
+    (every query names its columns, so either order answers the same)."""
+    path = tmp_path / "old.db"
+    with TrajectorySaver(path) as saver:
+        app = chat_graph(saver)
+        ask(app, "t", "one")
+    with sqlite3.connect(path) as conn:
+        sql = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'checkpoint_blobs'"
+        ).fetchone()[0]
+        old = sql.replace('"version", "channel"', '"channel", "version"')
+        assert old != sql  # version-first today
+        conn.execute("ALTER TABLE checkpoint_blobs RENAME TO blobs_now")
+        conn.execute(old)
+        conn.execute("INSERT INTO checkpoint_blobs SELECT * FROM blobs_now")
+        conn.execute("DROP TABLE blobs_now")
+    with TrajectorySaver(path) as saver:
+        app = chat_graph(saver)
+        final = ask(app, "t", "two")
+        history = list(saver.list({"configurable": {"thread_id": "t"}}))
+        assert [m["content"] for m in final["messages"]][::2] == ["one", "two"]
+        assert history[0].checkpoint["channel_values"]["messages"] == final["messages"]
+        assert len(history) == 6
