@@ -9,6 +9,7 @@ writes, ordered by task path. Nothing is queried per checkpoint. ``list()`` hand
 
 from __future__ import annotations
 
+import copy
 import json
 import sqlite3
 import threading
@@ -24,6 +25,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..errors import RuntimeFailure
 from ._blobs import DELTA, EMPTY, array_header, split_array
+from ._skeleton import resolve
 
 try:  # orjson ships with langsmith; the stdlib parser is the fallback
     from orjson import loads as _json_loads
@@ -36,7 +38,6 @@ __all__ = [
     "LazyPage",
     "Page",
     "fetch",
-    "load_versions",
     "lookup_rows",
     "msgpack_loader",
 ]
@@ -155,11 +156,6 @@ def msgpack_loader(serde: SerializerProtocol) -> Callable[[bytes], Any]:
     return partial(ormsgpack.unpackb, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
 
 
-def load_versions(serde: SerializerProtocol, skeleton: bytes) -> dict[str, Any]:
-    """Decode a stored checkpoint skeleton (a checkpoint without id and values)."""
-    return serde.loads_typed(("msgpack", skeleton))
-
-
 def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {
         "configurable": {
@@ -180,13 +176,15 @@ def fetch(
         scopes.setdefault((row[0], row[1]), []).append(row)
     values: dict[tuple[str, str], dict[tuple[str, str], tuple[str, bytes]]] = {}
     writes: dict[tuple[str, str], dict[str, list[tuple[str, str, str, str, bytes]]]] = {}
-    skeletons: dict[str, dict[str, Any]] = {}
+    skeletons: dict[tuple[str, str, str], dict[str, Any]] = {}
     unpack = msgpack_loader(serde)
     for (thread_id, ns), members in scopes.items():
         need: dict[tuple[str, str], None] = {}
+        known = {row[2]: (row[3], row[4]) for row in members}
+        for cid, skeleton in resolve(conn, thread_id, ns, known, unpack, known).items():
+            skeletons[(thread_id, ns, cid)] = skeleton
         for row in members:
-            skeleton = skeletons[row[2]] = unpack(row[4])
-            for ch, ver in skeleton["channel_versions"].items():
+            for ch, ver in skeletons[row[:3]]["channel_versions"].items():
                 need[(ch, ver if ver.__class__ is str else str(ver))] = None
         values[(thread_id, ns)] = _fetch_values(conn, thread_id, ns, need)
         ids = {row[2] for row in members}
@@ -211,16 +209,22 @@ class Page:
     writes: dict[tuple[str, str], dict[str, list[tuple[str, str, str, str, bytes]]]]
     """(thread, namespace) → checkpoint → its pending-write rows ``(checkpoint, task, channel,
     type, value)``, in ``writes_sort_key`` order."""
-    skeletons: dict[str, dict[str, Any]]
-    """checkpoint id → the decoded checkpoint without its values (decoded once, in ``fetch``)."""
+    skeletons: dict[tuple[str, str, str], dict[str, Any]]
+    """(thread, namespace, checkpoint id) → the decoded checkpoint without its values
+    (decoded once, in ``fetch``)."""
 
     def tuples(self, serde: SerializerProtocol) -> Iterator[CheckpointTuple]:
         """The checkpoint tuples, in row order, fully decoded."""
         loads = serde.loads_typed
         unpack = msgpack_loader(serde)
         skeletons = self.skeletons
-        for thread_id, ns, checkpoint_id, parent_id, skeleton, metadata in self.rows:
-            skel = skeletons.pop(checkpoint_id, None) or unpack(skeleton)
+        handed: set[tuple[str, str, str]] = set()
+        for thread_id, ns, checkpoint_id, parent_id, _skeleton, metadata in self.rows:
+            key = (thread_id, ns, checkpoint_id)
+            skel: Any = skeletons[key]
+            if key in handed:  # listed twice: each tuple its own copy
+                skel = copy.deepcopy(skel)
+            handed.add(key)
             found = self.values.get((thread_id, ns), {})
             skel["id"] = checkpoint_id
             channel_values = skel["channel_values"] = {}

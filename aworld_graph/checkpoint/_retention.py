@@ -7,11 +7,12 @@ checkpoint refers to, plus the rows its list deltas are built on, and deletes th
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ._read import load_versions
+from ._read import msgpack_loader
+from ._skeleton import resolve
 
 __all__ = [
     "TABLES_BY_CHECKPOINT",
@@ -37,10 +38,54 @@ def delete_threads(conn: sqlite3.Connection, thread_ids: Sequence[str]) -> None:
         conn.executemany(f"DELETE FROM {table} WHERE thread_id = ?", [(t,) for t in thread_ids])
 
 
+def _skeleton_rows(
+    conn: sqlite3.Connection, thread_id: str, ns: str, deltas: bool = False
+) -> dict[str, tuple[str | None, bytes]]:
+    """Checkpoint id → (parent id, stored skeleton) in a thread/namespace (deltas only)."""
+    only = " AND substr(checkpoint, 1, 1) = x'c1'" if deltas else ""
+    return {
+        cid: (parent, blob)
+        for cid, parent, blob in conn.execute(
+            "SELECT checkpoint_id, parent_checkpoint_id, checkpoint FROM checkpoints "
+            f"WHERE thread_id = ? AND checkpoint_ns = ?{only}",
+            (thread_id, ns),
+        )
+    }
+
+
+def _keep_chains(
+    conn: sqlite3.Connection,
+    serde: SerializerProtocol,
+    thread_id: str,
+    ns: str,
+    doomed: Callable[[str], bool],
+) -> None:
+    """Store whole the skeleton of every remaining checkpoint that is a delta of one about to
+    be deleted (its descendants' chains then end there)."""
+    orphans = {
+        cid: (parent, blob)
+        for cid, (parent, blob) in _skeleton_rows(conn, thread_id, ns, deltas=True).items()
+        if parent is not None and doomed(parent) and not doomed(cid)
+    }
+    if not orphans:
+        return
+    shapes = resolve(conn, thread_id, ns, dict(orphans), msgpack_loader(serde), list(orphans))
+    conn.executemany(
+        "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_ns = ? "
+        "AND checkpoint_id = ?",
+        [(serde.dumps_typed(shape)[1], thread_id, ns, cid) for cid, shape in shapes.items()],
+    )
+
+
 def _drop_checkpoints(
-    conn: sqlite3.Connection, keys: Iterable[tuple[str, str, str]]
+    conn: sqlite3.Connection, serde: SerializerProtocol, keys: Iterable[tuple[str, str, str]]
 ) -> set[tuple[str, str]]:
     keys = list(keys)
+    by_scope: dict[tuple[str, str], set[str]] = {}
+    for thread_id, ns, cid in keys:
+        by_scope.setdefault((thread_id, ns), set()).add(cid)
+    for (thread_id, ns), ids in by_scope.items():
+        _keep_chains(conn, serde, thread_id, ns, ids.__contains__)
     for table in TABLES_BY_CHECKPOINT:
         conn.executemany(
             f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
@@ -63,7 +108,7 @@ def delete_runs(
                 chunk,
             ).fetchall()
         )
-    scopes = _drop_checkpoints(conn, keys)
+    scopes = _drop_checkpoints(conn, serde, keys)
     for thread_id, ns in scopes:
         collect_garbage(conn, serde, thread_id, ns)
     return {t for t, _ in scopes}
@@ -118,6 +163,8 @@ def keep_last(
         ).fetchone()
         if row is None:
             continue
+        boundary: str = row[0]
+        _keep_chains(conn, serde, thread_id, ns, boundary.__gt__)  # deleted: ids < boundary
         for table in TABLES_BY_CHECKPOINT:
             cur = conn.execute(
                 f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ? "
@@ -155,7 +202,7 @@ def delete_older_than(
         ).fetchall():
             if not (keep_latest and cid == latest):
                 keys.append((thread_id, ns, cid))
-    for thread_id, ns in _drop_checkpoints(conn, keys):
+    for thread_id, ns in _drop_checkpoints(conn, serde, keys):
         collect_garbage(conn, serde, thread_id, ns)
     return len(keys)
 
@@ -165,11 +212,9 @@ def collect_garbage(
 ) -> int:
     """Delete blob rows of ``(thread_id, ns)`` that no checkpoint needs; returns the count."""
     live: set[tuple[str, str]] = set()
-    for (skeleton,) in conn.execute(
-        "SELECT checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
-        (thread_id, ns),
-    ):
-        for ch, ver in load_versions(serde, skeleton)["channel_versions"].items():
+    rows = _skeleton_rows(conn, thread_id, ns)
+    for shape in resolve(conn, thread_id, ns, rows, msgpack_loader(serde), list(rows)).values():
+        for ch, ver in shape["channel_versions"].items():
             live.add((ch, str(ver)))
     bases: dict[tuple[str, str], str | None] = {
         (ch, ver): base

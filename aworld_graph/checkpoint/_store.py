@@ -80,6 +80,10 @@ class Head:
     """Its timestamp."""
     lists: dict[str, Any] = field(default_factory=dict)
     """Channel → ``BaseInfo`` of the list values it stored (what the next delta extends)."""
+    shape: dict[str, Any] | None = None
+    """Its skeleton, when big enough for the next one to be stored as a delta of it."""
+    depth: int = 0
+    """Deltas between its stored skeleton and the nearest whole one."""
 
 
 Apply = Callable[["Store", sqlite3.Connection, list[Any]], list[Any]]

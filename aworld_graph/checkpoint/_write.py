@@ -23,8 +23,10 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, ChannelVersions, Checkpoin
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ._blobs import BaseInfo, BlobRow, encode_channel
-from ._read import load_versions
+from ._read import msgpack_loader
 from ._secrets import may_hold_secrets, strip_secrets
+from ._skeleton import MIN_ENTRIES, resolve
+from ._skeleton import encode as encode_skeleton
 from ._store import Head, Store
 from ._trajectory import Transition, duration_ms, node_from_task_path, transition_row
 
@@ -62,8 +64,9 @@ class PutRecord:
     step: int | None
     source: str | None
     run_id: str | None
-    skeleton: bytes
-    """The checkpoint without id and values (msgpack)."""
+    shape: dict[str, Any]
+    """The checkpoint without id and values (stored whole or as a delta of its parent's,
+    see :mod:`._skeleton`)."""
     metadata_json: str
     versions: dict[str, Any]
     """The checkpoint's channel versions."""
@@ -108,7 +111,9 @@ def prepare_put(
     the channel out, as LangGraph expects of an emptied channel.
     """
     values = checkpoint["channel_values"]
-    skeleton = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+    shape = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+    if isinstance(seen := shape.get("versions_seen"), dict):
+        shape["versions_seen"] = dict(seen)  # kept as the next delta's base: not the caller's
     step = metadata.get("step")
     return PutRecord(
         thread_id=thread_id,
@@ -119,7 +124,7 @@ def prepare_put(
         step=step if isinstance(step, int) and not isinstance(step, bool) else None,
         source=_text(metadata.get("source")),
         run_id=_text(metadata.get("run_id")),
-        skeleton=serde.dumps_typed(skeleton)[1],
+        shape=shape,
         metadata_json=_metadata_json(metadata),
         versions=dict(checkpoint["channel_versions"]),
         values=[
@@ -287,15 +292,21 @@ def _store_puts(
                 parents[(p.thread_id, p.ns, p.parent_id)] = head
             else:
                 unknown.append((p.thread_id, p.ns, p.parent_id))
-    for t, ns, cid, skeleton, created in _select_keys(
+    found: dict[tuple[str, str], dict[str, tuple[str | None, bytes]]] = {}
+    created_at: dict[tuple[str, str, str], str] = {}
+    for t, ns, cid, parent_id, skeleton, created in _select_keys(
         conn,
-        "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.checkpoint, c.created_at "
-        "FROM k JOIN checkpoints AS c ON c.thread_id = k.a AND c.checkpoint_ns = k.b "
-        "AND c.checkpoint_id = k.c",
+        "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, "
+        "c.checkpoint, c.created_at FROM k JOIN checkpoints AS c ON c.thread_id = k.a "
+        "AND c.checkpoint_ns = k.b AND c.checkpoint_id = k.c",
         unknown,
     ):
-        versions = load_versions(puts[0].serde, skeleton)["channel_versions"]
-        parents[(t, ns, cid)] = Head(cid, versions, created)
+        found.setdefault((t, ns), {})[cid] = (parent_id, skeleton)
+        created_at[(t, ns, cid)] = created
+    unpack = msgpack_loader(puts[0].serde)
+    for (t, ns), stored in found.items():
+        for cid, shape in resolve(conn, t, ns, stored, unpack, list(stored)).items():
+            parents[(t, ns, cid)] = Head(cid, shape["channel_versions"], created_at[(t, ns, cid)])
     # the stored list versions each new list value may extend
     wanted: list[tuple[str, str, str, str]] = []
     for p in puts:
@@ -404,6 +415,10 @@ def _derive(
         else:
             appended[ch] = added
     derived = transition_row(Transition(nodes=nodes, changed=changed, appended=appended))
+    if parent is not None and parent.shape is not None:
+        skeleton, depth = encode_skeleton(p.serde, p.shape, parent.shape, parent.depth)
+    else:
+        skeleton, depth = encode_skeleton(p.serde, p.shape, None, 0)
     checkpoint_row = (
         p.thread_id,
         p.ns,
@@ -413,7 +428,7 @@ def _derive(
         p.step,
         p.source,
         p.ts,
-        p.skeleton,
+        skeleton,
         p.metadata_json,
         duration_ms(parent.ts if parent else None, p.ts),
         *derived,
@@ -422,7 +437,9 @@ def _derive(
         for ch, info in parent.lists.items():
             if ch not in lists and str(p.versions.get(ch)) == info.version:
                 lists[ch] = info
-    return blob_rows, checkpoint_row, Head(p.checkpoint_id, p.versions, p.ts, lists)
+    big = len(p.versions) + len(p.shape.get("versions_seen") or ()) >= MIN_ENTRIES
+    head = Head(p.checkpoint_id, p.versions, p.ts, lists, p.shape if big else None, depth)
+    return blob_rows, checkpoint_row, head
 
 
 def _blob_row(thread_id: str, ns: str, r: BlobRow) -> tuple[Any, ...]:
