@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 import ormsgpack
@@ -56,17 +56,34 @@ _BLOB_MATCH = (
 )
 
 
-def _ranges_sql(n: int) -> str:
-    """Blob rows of ``n`` channels, each within a version range ``:c{i}, :lo{i}, :hi{i}``.
+@lru_cache(maxsize=256)
+def _ranges_sql(sizes: tuple[int, ...]) -> str:
+    """Blob rows within version ranges ``:lo{i}..:hi{i}`` of the channels ``:c{i}_{j}``.
 
-    Versions grow along a thread, so the versions one page of checkpoints needs of a
-    channel are (nearly) a contiguous key range: one index range scan per channel.
+    Versions grow along a thread, so the versions one page of checkpoints needs are (nearly)
+    one contiguous key range, shared by the channels written along it (plus single versions
+    of channels written long before): one index range scan per range, whichever order the
+    blob key has (version first in files created since session 4, channel first before).
     """
     return " UNION ALL ".join(
         f"SELECT {_BLOB_COLUMNS} FROM checkpoint_blobs AS b WHERE b.thread_id = :t "
-        f"AND b.checkpoint_ns = :ns AND b.channel = :c{i} AND b.version BETWEEN :lo{i} AND :hi{i}"
-        for i in range(n)
+        f"AND b.checkpoint_ns = :ns AND b.version BETWEEN :lo{i} AND :hi{i} AND b.channel IN ("
+        + ",".join(f":c{i}_{j}" for j in range(n))
+        + ")"
+        for i, n in enumerate(sizes)
     )
+
+
+def _merged_ranges(ranges: dict[str, list[str]]) -> list[tuple[str, str, list[str]]]:
+    """Per-channel version ranges merged where they overlap: ``(lo, hi, channels)``."""
+    merged: list[tuple[str, str, list[str]]] = []
+    for ch, (lo, hi) in sorted(ranges.items(), key=lambda item: item[1][0]):
+        if merged and lo <= merged[-1][1]:
+            last = merged[-1]
+            merged[-1] = (last[0], max(last[1], hi), [*last[2], ch])
+        else:
+            merged.append((lo, hi, [ch]))
+    return merged
 
 
 def _chains_sql(n: int) -> str:
@@ -439,15 +456,20 @@ def _fetch_values(
             span[1] = ver
     out: dict[tuple[str, str], tuple[str, bytes]] = {}
     rows: dict[tuple[str, str], ChainRow] = {}  # what delta chains may need
-    channels = list(ranges.items())
-    for start in range(0, len(channels), _CHANNELS_PER_QUERY):
-        chunk = channels[start : start + _CHANNELS_PER_QUERY]
+    spans = [
+        (lo, hi, chans[i : i + _CHANNELS_PER_QUERY])
+        for lo, hi, chans in _merged_ranges(ranges)
+        for i in range(0, len(chans), _CHANNELS_PER_QUERY)
+    ]
+    for start in range(0, len(spans), _CHANNELS_PER_QUERY):
+        chunk = spans[start : start + _CHANNELS_PER_QUERY]
         params: dict[str, Any] = {"t": thread_id, "ns": ns}
-        for i, (ch, (lo, hi)) in enumerate(chunk):
-            params[f"c{i}"], params[f"lo{i}"], params[f"hi{i}"] = ch, lo, hi
-        for ch, ver, kind, type_, value, base, items in conn.execute(
-            _ranges_sql(len(chunk)), params
-        ):
+        for i, (lo, hi, chans) in enumerate(chunk):
+            params[f"lo{i}"], params[f"hi{i}"] = lo, hi
+            for j, ch in enumerate(chans):
+                params[f"c{i}_{j}"] = ch
+        sql = _ranges_sql(tuple(len(chans) for _, _, chans in chunk))
+        for ch, ver, kind, type_, value, base, items in conn.execute(sql, params):
             key = (ch, ver)
             if kind == DELTA or items is not None:  # list rows: bases and deltas
                 rows[key] = (kind, type_, value, base, items)
