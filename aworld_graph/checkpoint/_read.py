@@ -477,16 +477,22 @@ def _fetch_values(
                 out[key] = (type_ or "null", value or b"")
     if not any(row[0] == DELTA for row in rows.values()):
         return out
-    missing = list(
-        {
-            (key[0], row[3]): None
-            for key, row in rows.items()
-            if row[0] == DELTA
-            and key in wanted
-            and row[3] is not None
-            and (key[0], row[3]) not in rows
-        }
-    )
+    # follow each wanted delta's chain through the rows fetched so far; the first version
+    # missing is read with the rest of its chain (a fork can put a chain's middle in the
+    # page's range and its start below it)
+    gaps: dict[tuple[str, str], None] = {}
+    for key, row in rows.items():
+        if row[0] != DELTA or key not in wanted:
+            continue
+        cursor, seen = key, set()
+        while (found := rows.get(cursor)) is not None:
+            if found[0] != DELTA or found[3] is None or cursor in seen:
+                break
+            seen.add(cursor)
+            cursor = (cursor[0], found[3])
+        else:
+            gaps[cursor] = None
+    missing = list(gaps)
     for start in range(0, len(missing), _CHUNK):
         chunk_keys = missing[start : start + _CHUNK]
         params = {"t": thread_id, "ns": ns}

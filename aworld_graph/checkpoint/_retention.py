@@ -15,6 +15,7 @@ from ._read import msgpack_loader
 from ._skeleton import resolve
 
 __all__ = [
+    "keep_chains",
     "TABLES_BY_CHECKPOINT",
     "delete_threads",
     "delete_runs",
@@ -53,7 +54,7 @@ def _skeleton_rows(
     }
 
 
-def _keep_chains(
+def keep_chains(
     conn: sqlite3.Connection,
     serde: SerializerProtocol,
     thread_id: str,
@@ -85,7 +86,7 @@ def _drop_checkpoints(
     for thread_id, ns, cid in keys:
         by_scope.setdefault((thread_id, ns), set()).add(cid)
     for (thread_id, ns), ids in by_scope.items():
-        _keep_chains(conn, serde, thread_id, ns, ids.__contains__)
+        keep_chains(conn, serde, thread_id, ns, ids.__contains__)
     for table in TABLES_BY_CHECKPOINT:
         conn.executemany(
             f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
@@ -164,7 +165,7 @@ def keep_last(
         if row is None:
             continue
         boundary: str = row[0]
-        _keep_chains(conn, serde, thread_id, ns, boundary.__gt__)  # deleted: ids < boundary
+        keep_chains(conn, serde, thread_id, ns, boundary.__gt__)  # deleted: ids < boundary
         for table in TABLES_BY_CHECKPOINT:
             cur = conn.execute(
                 f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ? "

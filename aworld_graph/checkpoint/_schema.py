@@ -40,7 +40,10 @@ commit together share one flush (sync callers: SQLite's ``synchronous=FULL`` ins
 commit; the async writer thread: ``fdatasync`` after its commits, outside the write lock)."""
 
 FORMAT = "aworld-graph-checkpoints"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: the first layout. 2: checkpoint skeletons of wide graphs may be stored as deltas of
+their parents' (:mod:`._skeleton`), which schema-1 code cannot read: opening a schema-1 file
+marks it 2, so older aworld-graph versions refuse it with a clear message."""
 TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 BUSY_TIMEOUT_S = 60.0
 
@@ -85,7 +88,19 @@ def ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
     except sqlite3.DatabaseError as exc:
         raise database_error(path, exc) from None
     if "aworld_meta" in tables:
-        _check_meta(conn, path)
+        if _check_meta(conn, path) < SCHEMA_VERSION:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "UPDATE aworld_meta SET value = ? WHERE key = 'schema_version' "
+                    "AND CAST(value AS INTEGER) < ?",
+                    (str(SCHEMA_VERSION), SCHEMA_VERSION),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
         return
     foreign = sorted(t for t in tables if not t.startswith("sqlite_"))
     if foreign:
@@ -112,7 +127,8 @@ def ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
     _check_meta(conn, path)
 
 
-def _check_meta(conn: sqlite3.Connection, path: Path) -> None:
+def _check_meta(conn: sqlite3.Connection, path: Path) -> int:
+    """The file's schema version, once it is known to be ours and not newer."""
     meta = dict(conn.execute("SELECT key, value FROM aworld_meta").fetchall())
     if meta.get("format") != FORMAT:
         raise ConfigError(
@@ -125,6 +141,7 @@ def _check_meta(conn: sqlite3.Connection, path: Path) -> None:
             f"{path} was written by a newer aworld-graph (schema {version}, this version reads "
             f"{SCHEMA_VERSION}). Upgrade aworld-graph or use another file"
         )
+    return version
 
 
 TRAJECTORY_COLUMNS = (

@@ -113,7 +113,7 @@ _ANCESTORS = (
     "WITH RECURSIVE up(id, parent, blob) AS ("
     "SELECT checkpoint_id, parent_checkpoint_id, checkpoint FROM checkpoints "
     "WHERE thread_id = :t AND checkpoint_ns = :ns AND checkpoint_id = :id "
-    "UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint FROM up "
+    "UNION SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint FROM up "
     "JOIN checkpoints AS c ON c.thread_id = :t AND c.checkpoint_ns = :ns "
     "AND c.checkpoint_id = up.parent WHERE substr(up.blob, 1, 1) = x'c1') "
     "SELECT id, parent, blob FROM up"
@@ -150,7 +150,7 @@ def resolve(
                 ):
                     rows.setdefault(cid, (parent, blob))
                 row = rows.get(current)
-            if current is None or row is None:
+            if current is None or row is None or current in chain:
                 raise RuntimeFailure(
                     f"checkpoint {checkpoint_id} of thread {thread_id!r} is stored as a delta "
                     "of a checkpoint that is missing; the file was changed outside aworld-graph"

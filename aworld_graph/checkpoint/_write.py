@@ -22,8 +22,9 @@ import orjson
 from langgraph.checkpoint.base import WRITES_IDX_MAP, ChannelVersions, Checkpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ._blobs import BaseInfo, BlobRow, encode_channel
+from ._blobs import DELTA, BaseInfo, BlobRow, encode_channel
 from ._read import msgpack_loader
+from ._retention import keep_chains
 from ._secrets import may_hold_secrets, strip_secrets
 from ._skeleton import MIN_ENTRIES, resolve
 from ._skeleton import encode as encode_skeleton
@@ -67,6 +68,8 @@ class PutRecord:
     shape: dict[str, Any]
     """The checkpoint without id and values (stored whole or as a delta of its parent's,
     see :mod:`._skeleton`)."""
+    whole: bytes | None
+    """``shape`` serialized, when it is too small to be stored as a delta."""
     metadata_json: str
     versions: dict[str, Any]
     """The checkpoint's channel versions."""
@@ -111,9 +114,17 @@ def prepare_put(
     the channel out, as LangGraph expects of an emptied channel.
     """
     values = checkpoint["channel_values"]
+    versions = dict(checkpoint["channel_versions"])
     shape = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
-    if isinstance(seen := shape.get("versions_seen"), dict):
-        shape["versions_seen"] = dict(seen)  # kept as the next delta's base: not the caller's
+    seen = shape.get("versions_seen")
+    whole: bytes | None = None
+    if isinstance(seen, dict) and len(versions) + len(seen) >= MIN_ENTRIES:
+        # may be stored as a delta and kept as the next one's base: the saver's own copy,
+        # whatever the caller does with its checkpoint after put() returns
+        shape["channel_versions"] = versions
+        shape["versions_seen"] = {k: dict(v) if isinstance(v, dict) else v for k, v in seen.items()}
+    else:  # always stored whole: serialized now, as the caller passed it
+        whole = serde.dumps_typed(shape)[1]
     step = metadata.get("step")
     return PutRecord(
         thread_id=thread_id,
@@ -125,8 +136,9 @@ def prepare_put(
         source=_text(metadata.get("source")),
         run_id=_text(metadata.get("run_id")),
         shape=shape,
+        whole=whole,
         metadata_json=_metadata_json(metadata),
-        versions=dict(checkpoint["channel_versions"]),
+        versions=versions,
         values=[
             (ch, str(ver), values[ch], serde.dumps_typed(values[ch]))
             for ch, ver in new_versions.items()
@@ -168,8 +180,48 @@ def apply_batch(
     rows = _write_rows(store, writes)
     if puts:
         rows += _store_puts(store, conn, puts)
-    _insert_rows(conn, rows)
+    for attempt in range(3):
+        try:
+            _insert_rows(conn, rows)
+            break
+        except sqlite3.IntegrityError as exc:
+            if attempt == 2 or not _repair(store, conn, puts, exc):
+                raise
+            rows = _write_rows(store, writes) + _store_puts(store, conn, puts)
     return [None] * len(records)
+
+
+_STALE = "aworld-graph: delta base gone"
+"""The batch trigger's error when a row would be a delta of a row no longer stored."""
+_REPLACES = "aworld-graph: checkpoint put again"
+"""The batch trigger's error when a checkpoint id is put again (LangGraph never does; a
+direct caller may): checkpoints stored as deltas of it must be stored whole first."""
+
+
+def _repair(
+    store: Store, conn: sqlite3.Connection | None, puts: list[PutRecord], exc: Exception
+) -> bool:
+    """Whether the batch can be stored after all, once this has dealt with ``exc``.
+
+    A delta worked out against rows another saver or process has deleted since this process
+    cached them: forget them, and the puts are worked out again from what is stored (whole
+    where the bases are gone). A checkpoint put again while others are deltas of it (only
+    inside a transaction, ``conn``): those are stored whole first, and the old row goes."""
+    if _STALE in str(exc):
+        store.forget({p.thread_id for p in puts})
+        for p in puts:
+            p.derived = None
+        return True
+    if _REPLACES in str(exc) and conn is not None:
+        for p in puts:  # then the old row goes, and the put stores the new one in its place
+            keep_chains(conn, p.serde, p.thread_id, p.ns, {p.checkpoint_id}.__contains__)
+            conn.execute(
+                "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+                "AND checkpoint_id = ?",
+                (p.thread_id, p.ns, p.checkpoint_id),
+            )
+        return True
+    return False
 
 
 _BATCH_VIEW = "aworld_batch"
@@ -185,10 +237,25 @@ def _batch_view_sql() -> list[str]:
         values = ", ".join(f"NEW.c{i}" for i in range(1, width + 1))
         return f"{verb} INTO {table} ({columns}) SELECT {values} WHERE NEW.kind = {kind};"
 
+    # a delta (skeleton: kind 4 starting 0xC1; list value: kind 3 of kind DELTA) is stored
+    # only while what it builds on is, checked in the statement that stores it: another
+    # saver or process may have deleted it since this process cached it
+    guard = (
+        "SELECT CASE WHEN NEW.kind = 4 AND EXISTS (SELECT 1 FROM checkpoints WHERE "
+        "thread_id = NEW.c1 AND checkpoint_ns = NEW.c2 AND checkpoint_id = NEW.c3) "
+        f"THEN RAISE(ABORT, '{_REPLACES}') "
+        "WHEN NEW.kind = 4 AND substr(NEW.c9, 1, 1) = x'c1' AND NOT EXISTS (SELECT 1 FROM "
+        "checkpoints WHERE thread_id = NEW.c1 AND checkpoint_ns = NEW.c2 AND checkpoint_id = "
+        f"NEW.c4) THEN RAISE(ABORT, '{_STALE}') "
+        f"WHEN NEW.kind = 3 AND NEW.c5 = {DELTA} AND NOT EXISTS (SELECT 1 FROM checkpoint_blobs "
+        "WHERE thread_id = NEW.c1 AND checkpoint_ns = NEW.c2 AND version = NEW.c8 AND "
+        f"channel = NEW.c3) THEN RAISE(ABORT, '{_STALE}') END WHERE NEW.kind IN (3, 4);"
+    )
     return [
         f"CREATE TEMP VIEW IF NOT EXISTS {_BATCH_VIEW} AS SELECT NULL AS kind, {cols}",
         f"CREATE TEMP TRIGGER IF NOT EXISTS {_BATCH_VIEW}_route INSTEAD OF INSERT ON "
         f"{_BATCH_VIEW} BEGIN "
+        + guard
         + route("INSERT OR IGNORE", "checkpoint_writes", _WRITE_COLUMNS, 1)
         + route("INSERT OR REPLACE", "checkpoint_writes", _WRITE_COLUMNS, 2)
         + route("INSERT OR REPLACE", "checkpoint_blobs", _BLOB_COLUMNS, 3)
@@ -216,7 +283,13 @@ def _one_statement(
         rows += _derived_rows(p.derived)
     if not rows or len(rows) > _max_rows(conn, _BATCH_WIDTH):
         return None
-    _insert_rows(conn, rows)
+    try:
+        _insert_rows(conn, rows)
+    except sqlite3.IntegrityError as exc:
+        if _STALE in str(exc) or _REPLACES in str(exc):
+            _repair(store, None, puts, exc)
+            return None  # stored by apply_batch in a transaction, repaired there
+        raise
     for p in puts:
         assert p.derived is not None
         store.remember(p.thread_id, p.ns, p.parent_id, p.derived[2])
@@ -246,10 +319,9 @@ def _derived_rows(derived: Derived) -> list[tuple[Any, ...]]:
 _DIRECT = {
     1: ("INSERT OR IGNORE", "checkpoint_writes", _WRITE_COLUMNS),
     2: ("INSERT OR REPLACE", "checkpoint_writes", _WRITE_COLUMNS),
-    3: ("INSERT OR REPLACE", "checkpoint_blobs", _BLOB_COLUMNS),
-    4: ("INSERT OR REPLACE", "checkpoints", _CHECKPOINT_COLUMNS),
 }
-"""Kind → how rows of that kind alone are inserted straight into their table."""
+"""Kind → how rows of that kind alone are inserted straight into their table (a task's
+writes; checkpoint and value rows go through the view, whose trigger checks delta bases)."""
 
 
 def _insert_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -415,7 +487,9 @@ def _derive(
         else:
             appended[ch] = added
     derived = transition_row(Transition(nodes=nodes, changed=changed, appended=appended))
-    if parent is not None and parent.shape is not None:
+    if p.whole is not None:
+        skeleton, depth = p.whole, 0
+    elif parent is not None and parent.shape is not None and p.parent_id != p.checkpoint_id:
         skeleton, depth = encode_skeleton(p.serde, p.shape, parent.shape, parent.depth)
     else:
         skeleton, depth = encode_skeleton(p.serde, p.shape, None, 0)
@@ -437,8 +511,9 @@ def _derive(
         for ch, info in parent.lists.items():
             if ch not in lists and str(p.versions.get(ch)) == info.version:
                 lists[ch] = info
-    big = len(p.versions) + len(p.shape.get("versions_seen") or ()) >= MIN_ENTRIES
-    head = Head(p.checkpoint_id, p.versions, p.ts, lists, p.shape if big else None, depth)
+    head = Head(
+        p.checkpoint_id, p.versions, p.ts, lists, p.shape if p.whole is None else None, depth
+    )
     return blob_rows, checkpoint_row, head
 
 

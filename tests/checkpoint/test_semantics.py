@@ -315,8 +315,8 @@ def test_full_writes_commit_at_once_when_alone_or_special(tmp_path: Path) -> Non
 
 
 def test_a_file_with_the_first_blob_key_order_reads_and_writes_the_same(tmp_path: Path) -> None:
-    """Files created before ``checkpoint_blobs`` was keyed version-first keep their key order
-    (every query names its columns, so either order answers the same)."""
+    """Files created before ``checkpoint_blobs`` was keyed version-first (schema 1) keep their
+    key order (every query names its columns, so either order answers the same)."""
     path = tmp_path / "old.db"
     with TrajectorySaver(path) as saver:
         app = chat_graph(saver)
@@ -331,6 +331,7 @@ def test_a_file_with_the_first_blob_key_order_reads_and_writes_the_same(tmp_path
         conn.execute(old)
         conn.execute("INSERT INTO checkpoint_blobs SELECT * FROM blobs_now")
         conn.execute("DROP TABLE blobs_now")
+        conn.execute("UPDATE aworld_meta SET value = '1' WHERE key = 'schema_version'")
     with TrajectorySaver(path) as saver:
         app = chat_graph(saver)
         final = ask(app, "t", "two")
@@ -338,3 +339,6 @@ def test_a_file_with_the_first_blob_key_order_reads_and_writes_the_same(tmp_path
         assert [m["content"] for m in final["messages"]][::2] == ["one", "two"]
         assert history[0].checkpoint["channel_values"]["messages"] == final["messages"]
         assert len(history) == 6
+    with sqlite3.connect(path) as conn:  # marked schema 2: older versions refuse it clearly
+        meta = dict(conn.execute("SELECT key, value FROM aworld_meta").fetchall())
+        assert meta["schema_version"] == "2"
