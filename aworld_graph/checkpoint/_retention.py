@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from ..errors import RuntimeFailure
 from ._read import msgpack_loader
 from ._skeleton import resolve
 
@@ -70,7 +72,13 @@ def keep_chains(
     }
     if not orphans:
         return
-    shapes = resolve(conn, thread_id, ns, dict(orphans), msgpack_loader(serde), list(orphans))
+    unpack = msgpack_loader(serde)
+    shapes: dict[str, dict[str, Any]] = {}
+    for cid in orphans:
+        try:
+            shapes.update(resolve(conn, thread_id, ns, dict(orphans), unpack, [cid]))
+        except RuntimeFailure:  # already unreadable (a file changed by hand): left as it is
+            continue
     conn.executemany(
         "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_ns = ? "
         "AND checkpoint_id = ?",
@@ -214,7 +222,11 @@ def collect_garbage(
     """Delete blob rows of ``(thread_id, ns)`` that no checkpoint needs; returns the count."""
     live: set[tuple[str, str]] = set()
     rows = _skeleton_rows(conn, thread_id, ns)
-    for shape in resolve(conn, thread_id, ns, rows, msgpack_loader(serde), list(rows)).values():
+    try:
+        shapes = resolve(conn, thread_id, ns, rows, msgpack_loader(serde), list(rows))
+    except RuntimeFailure:  # a chain broken by hand: which values are live is unknown
+        return 0
+    for shape in shapes.values():
         for ch, ver in shape["channel_versions"].items():
             live.add((ch, str(ver)))
     bases: dict[tuple[str, str], str | None] = {

@@ -153,7 +153,9 @@ def resolve(
             if current is None or row is None or current in chain:
                 raise RuntimeFailure(
                     f"checkpoint {checkpoint_id} of thread {thread_id!r} is stored as a delta "
-                    "of a checkpoint that is missing; the file was changed outside aworld-graph"
+                    f"of checkpoint {current}, which is missing (or loops back): the file was "
+                    "changed outside aworld-graph. Earlier checkpoints of the thread may still "
+                    "read; TrajectorySaver.delete_thread removes it"
                 )
             parent, blob = row
             if not is_delta(blob):
