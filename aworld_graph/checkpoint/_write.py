@@ -193,9 +193,9 @@ def apply_batch(
 
 _STALE = "aworld-graph: delta base gone"
 """The batch trigger's error when a row would be a delta of a row no longer stored."""
-_REPLACES = "aworld-graph: checkpoint put again"
-"""The batch trigger's error when a checkpoint id is put again (LangGraph never does; a
-direct caller may): checkpoints stored as deltas of it must be stored whole first."""
+_REPLACES = "UNIQUE constraint failed: checkpoints."
+"""The error of a checkpoint id put again (LangGraph never does; a direct caller may):
+checkpoints stored as deltas of it must be stored whole first, then it replaces the row."""
 
 
 def _repair(
@@ -238,33 +238,42 @@ def _batch_view_sql() -> list[str]:
         return f"{verb} INTO {table} ({columns}) SELECT {values} WHERE NEW.kind = {kind};"
 
     # a delta (skeleton: kind 4 starting 0xC1; list value: kind 3 of kind DELTA) is stored
-    # only while what it builds on is, checked in the statement that stores it: another
-    # saver or process may have deleted it since this process cached it
-    guard = (
-        "SELECT CASE WHEN NEW.kind = 4 AND EXISTS (SELECT 1 FROM checkpoints WHERE "
-        "thread_id = NEW.c1 AND checkpoint_ns = NEW.c2 AND checkpoint_id = NEW.c3) "
-        f"THEN RAISE(ABORT, '{_REPLACES}') "
-        "WHEN NEW.kind = 4 AND substr(NEW.c9, 1, 1) = x'c1' AND NOT EXISTS (SELECT 1 FROM "
-        "checkpoints WHERE thread_id = NEW.c1 AND checkpoint_ns = NEW.c2 AND checkpoint_id = "
-        f"NEW.c4) THEN RAISE(ABORT, '{_STALE}') "
-        f"WHEN NEW.kind = 3 AND NEW.c5 = {DELTA} AND NOT EXISTS (SELECT 1 FROM checkpoint_blobs "
-        "WHERE thread_id = NEW.c1 AND checkpoint_ns = NEW.c2 AND version = NEW.c8 AND "
-        f"channel = NEW.c3) THEN RAISE(ABORT, '{_STALE}') END WHERE NEW.kind IN (3, 4);"
-    )
+    # only while what it builds on is: another saver or process may have deleted it since
+    # this process cached it. Checked by triggers that run for delta rows only (RAISE undoes
+    # the whole statement, whichever trigger fires first); a checkpoint put again fails the
+    # plain INSERT of kind 4 (its id is stored), see _repair
+    def guard(name: str, when: str, missing: str) -> str:
+        return (
+            f"CREATE TEMP TRIGGER IF NOT EXISTS {_BATCH_VIEW}_{name} INSTEAD OF INSERT ON "
+            f"{_BATCH_VIEW} WHEN {when} BEGIN SELECT RAISE(ABORT, '{_STALE}') WHERE NOT EXISTS "
+            f"(SELECT 1 FROM {missing}); END"
+        )
+
     return [
         f"CREATE TEMP VIEW IF NOT EXISTS {_BATCH_VIEW} AS SELECT NULL AS kind, {cols}",
         f"CREATE TEMP TRIGGER IF NOT EXISTS {_BATCH_VIEW}_route INSTEAD OF INSERT ON "
         f"{_BATCH_VIEW} BEGIN "
-        + guard
         + route("INSERT OR IGNORE", "checkpoint_writes", _WRITE_COLUMNS, 1)
         + route("INSERT OR REPLACE", "checkpoint_writes", _WRITE_COLUMNS, 2)
         + route("INSERT OR REPLACE", "checkpoint_blobs", _BLOB_COLUMNS, 3)
-        + route("INSERT OR REPLACE", "checkpoints", _CHECKPOINT_COLUMNS, 4)
+        + route("INSERT", "checkpoints", _CHECKPOINT_COLUMNS, 4)
         # kind 5: name node c4 on checkpoint (c1, c2, c3), stored before the writes showing it ran
         + "UPDATE checkpoints SET nodes = json_insert(coalesce(nodes, '[]'), '$[#]', NEW.c4) "
         "WHERE NEW.kind = 5 AND thread_id = NEW.c1 AND checkpoint_ns = NEW.c2 "
         "AND checkpoint_id = NEW.c3 AND NOT EXISTS "
         "(SELECT 1 FROM json_each(coalesce(nodes, '[]')) WHERE value = NEW.c4);" + " END",
+        guard(
+            "skeleton_base",
+            "NEW.kind = 4 AND substr(NEW.c9, 1, 1) = x'c1'",
+            "checkpoints WHERE thread_id = NEW.c1 AND checkpoint_ns = NEW.c2 "
+            "AND checkpoint_id = NEW.c4",
+        ),
+        guard(
+            "list_base",
+            f"NEW.kind = 3 AND NEW.c5 = {DELTA}",
+            "checkpoint_blobs WHERE thread_id = NEW.c1 AND checkpoint_ns = NEW.c2 "
+            "AND version = NEW.c8 AND channel = NEW.c3",
+        ),
     ]
 
 
