@@ -25,7 +25,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..errors import RuntimeFailure
 from ._blobs import DELTA, EMPTY, array_header, split_array
-from ._skeleton import resolve
+from ._skeleton import is_delta, resolve
 
 try:  # orjson ships with langsmith; the stdlib parser is the fallback
     from orjson import loads as _json_loads
@@ -197,9 +197,13 @@ def fetch(
     unpack = msgpack_loader(serde)
     for (thread_id, ns), members in scopes.items():
         need: dict[tuple[str, str], None] = {}
-        known = {row[2]: (row[3], row[4]) for row in members}
-        for cid, skeleton in resolve(conn, thread_id, ns, known, unpack, known).items():
-            skeletons[(thread_id, ns, cid)] = skeleton
+        if any(is_delta(row[4]) for row in members):
+            known = {row[2]: (row[3], row[4]) for row in members}
+            for cid, skeleton in resolve(conn, thread_id, ns, known, unpack, known).items():
+                skeletons[(thread_id, ns, cid)] = skeleton
+        else:  # every skeleton whole (small graphs): decoded one by one
+            for row in members:
+                skeletons[row[:3]] = unpack(row[4])
         for row in members:
             for ch, ver in skeletons[row[:3]]["channel_versions"].items():
                 need[(ch, ver if ver.__class__ is str else str(ver))] = None
@@ -235,13 +239,15 @@ class Page:
         loads = serde.loads_typed
         unpack = msgpack_loader(serde)
         skeletons = self.skeletons
+        twice = len(skeletons) < len(self.rows)  # a row listed twice: each tuple its own copy
         handed: set[tuple[str, str, str]] = set()
         for thread_id, ns, checkpoint_id, parent_id, _skeleton, metadata in self.rows:
-            key = (thread_id, ns, checkpoint_id)
-            skel: Any = skeletons[key]
-            if key in handed:  # listed twice: each tuple its own copy
-                skel = copy.deepcopy(skel)
-            handed.add(key)
+            skel: Any = skeletons[(thread_id, ns, checkpoint_id)]
+            if twice:
+                key = (thread_id, ns, checkpoint_id)
+                if key in handed:
+                    skel = copy.deepcopy(skel)
+                handed.add(key)
             found = self.values.get((thread_id, ns), {})
             skel["id"] = checkpoint_id
             channel_values = skel["channel_values"] = {}
