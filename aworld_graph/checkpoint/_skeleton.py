@@ -53,33 +53,43 @@ def is_delta(blob: bytes) -> bool:
     return blob[:1] == MARK
 
 
+_MISSING = object()
+
+
 def encode(
     serde: SerializerProtocol, skeleton: Skeleton, parent: Skeleton | None, depth: int
-) -> tuple[bytes, int]:
-    """The bytes to store for ``skeleton`` and their delta depth (0: whole).
+) -> tuple[bytes, int, Skeleton | None]:
+    """The bytes to store for ``skeleton``, their delta depth (0: whole), and the skeleton as
+    this process keeps it for the next delta (``None`` when it is too small for deltas).
 
-    ``parent`` is the parent's skeleton when this process has it at hand, ``depth`` the
-    parent's delta depth."""
+    ``parent`` is the parent's kept skeleton when this process has it at hand, ``depth`` the
+    parent's delta depth. The kept skeleton owns its maps (a caller may change its checkpoint
+    after ``put``); a node's seen versions that did not change are the parent's own copy."""
     cv = skeleton.get("channel_versions")
     vs = skeleton.get("versions_seen")
-    if (
-        parent is None
-        or depth + 1 >= SNAPSHOT_EVERY
-        or not isinstance(cv, dict)
-        or not isinstance(vs, dict)
-        or len(cv) + len(vs) < MIN_ENTRIES
-    ):
-        return serde.dumps_typed(skeleton)[1], 0
+    if not isinstance(cv, dict) or not isinstance(vs, dict) or len(cv) + len(vs) < MIN_ENTRIES:
+        return serde.dumps_typed(skeleton)[1], 0, None
+    old_vs: dict[str, Any] = parent.get("versions_seen") or {} if parent is not None else {}
+    own_vs: dict[str, Any] = {}
+    vs_set: dict[str, Any] = {}
+    for key, seen in vs.items():
+        old = old_vs.get(key, _MISSING)
+        if old is not _MISSING and old == seen:
+            own_vs[key] = old
+        else:
+            own_vs[key] = vs_set[key] = dict(seen) if isinstance(seen, dict) else seen
+    own = {**skeleton, "channel_versions": dict(cv), "versions_seen": own_vs}
+    if parent is None or depth + 1 >= SNAPSHOT_EVERY:
+        return serde.dumps_typed(own)[1], 0, own
     old_cv: dict[str, Any] = parent.get("channel_versions") or {}
-    old_vs: dict[str, Any] = parent.get("versions_seen") or {}
     delta = {
         "rest": {k: v for k, v in skeleton.items() if k not in _MAPS},
-        "cv": {k: v for k, v in cv.items() if k not in old_cv or old_cv[k] != v},
+        "cv": {k: v for k, v in cv.items() if old_cv.get(k, _MISSING) != v},
         "cv-": [k for k in old_cv if k not in cv],
-        "vs": {k: v for k, v in vs.items() if k not in old_vs or old_vs[k] != v},
+        "vs": vs_set,
         "vs-": [k for k in old_vs if k not in vs],
     }
-    return MARK + serde.dumps_typed(delta)[1], depth + 1
+    return MARK + serde.dumps_typed(delta)[1], depth + 1, own
 
 
 def _apply(base: Skeleton, delta: dict[str, Any]) -> Skeleton:

@@ -36,6 +36,7 @@ __all__ = [
     "WritesRecord",
     "apply_batch",
     "derive_early",
+    "own_shape",
     "prepare_put",
     "prepare_writes",
 ]
@@ -118,13 +119,10 @@ def prepare_put(
     shape = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
     seen = shape.get("versions_seen")
     whole: bytes | None = None
-    if isinstance(seen, dict) and len(versions) + len(seen) >= MIN_ENTRIES:
-        # may be stored as a delta and kept as the next one's base: the saver's own copy,
-        # whatever the caller does with its checkpoint after put() returns
-        shape["channel_versions"] = versions
-        shape["versions_seen"] = {k: dict(v) if isinstance(v, dict) else v for k, v in seen.items()}
-    else:  # always stored whole: serialized now, as the caller passed it
-        whole = serde.dumps_typed(shape)[1]
+    if not isinstance(seen, dict) or len(versions) + len(seen) < MIN_ENTRIES:
+        whole = serde.dumps_typed(shape)[1]  # always stored whole: serialized now
+    # else worked out by _skeleton.encode, which keeps its own copy of the maps: at once in
+    # derive_early, or after own_shape() when it has to wait for the writer
     step = metadata.get("step")
     return PutRecord(
         thread_id=thread_id,
@@ -448,6 +446,18 @@ Derived = tuple[list[tuple[Any, ...]], tuple[Any, ...], Head]
 """Blob rows, the checkpoint row, and the head the checkpoint becomes."""
 
 
+def own_shape(p: PutRecord) -> None:
+    """Give ``p`` its own copy of the checkpoint's maps when its rows are worked out later (by
+    the writer, from what is stored): the caller may change its checkpoint meanwhile."""
+    if p.derived is None and p.whole is None:
+        seen = p.shape.get("versions_seen") or {}
+        p.shape = {
+            **p.shape,
+            "channel_versions": dict(p.shape.get("channel_versions") or {}),
+            "versions_seen": {k: dict(v) if isinstance(v, dict) else v for k, v in seen.items()},
+        }
+
+
 def derive_early(store: Store, p: PutRecord) -> None:
     """Work out ``p``'s rows now (in the caller's thread) when its parent is the head this
     process wrote last, with every list base it extends known; otherwise leave it to the
@@ -496,12 +506,13 @@ def _derive(
         else:
             appended[ch] = added
     derived = transition_row(Transition(nodes=nodes, changed=changed, appended=appended))
+    kept: dict[str, Any] | None = None
     if p.whole is not None:
         skeleton, depth = p.whole, 0
     elif parent is not None and parent.shape is not None and p.parent_id != p.checkpoint_id:
-        skeleton, depth = encode_skeleton(p.serde, p.shape, parent.shape, parent.depth)
+        skeleton, depth, kept = encode_skeleton(p.serde, p.shape, parent.shape, parent.depth)
     else:
-        skeleton, depth = encode_skeleton(p.serde, p.shape, None, 0)
+        skeleton, depth, kept = encode_skeleton(p.serde, p.shape, None, 0)
     checkpoint_row = (
         p.thread_id,
         p.ns,
@@ -520,9 +531,7 @@ def _derive(
         for ch, info in parent.lists.items():
             if ch not in lists and str(p.versions.get(ch)) == info.version:
                 lists[ch] = info
-    head = Head(
-        p.checkpoint_id, p.versions, p.ts, lists, p.shape if p.whole is None else None, depth
-    )
+    head = Head(p.checkpoint_id, p.versions, p.ts, lists, kept, depth)
     return blob_rows, checkpoint_row, head
 
 

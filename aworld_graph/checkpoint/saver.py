@@ -38,6 +38,7 @@ from ._write import (
     WritesRecord,
     apply_batch,
     derive_early,
+    own_shape,
     prepare_put,
     prepare_writes,
 )
@@ -322,6 +323,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             snapshot_every=self.snapshot_every,
         )
         derive_early(self._store, record)
+        own_shape(record)
         stored: RunnableConfig = {
             "configurable": {
                 "thread_id": thread_id,
