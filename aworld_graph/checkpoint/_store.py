@@ -7,7 +7,9 @@ is stored with that single statement (its own transaction); otherwise it runs in
 ``BEGIN IMMEDIATE`` transaction. Async callers queue for a writer thread that does the same,
 so the event loop never waits on the disk. If a batch fails, each payload is retried alone,
 so one bad write does not fail the others. With ``full`` durability each caller returns only
-after a flush of the write-ahead log that started after its commit (:meth:`Store._durable`).
+after a flush of the write-ahead log that started after its commit (:meth:`Store._durable`),
+and a caller may first wait a moment for another's commit to take its payload along (the
+``delay`` of :meth:`Store.submit`), so both share one flush.
 Writers in this process never spin in SQLite's busy handler against each other; writers in
 other processes wait on SQLite's busy timeout. Readers use pooled connections without the
 lock (WAL lets them read beside a writer); async lookups are batched by a reader thread.

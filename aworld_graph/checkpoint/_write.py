@@ -6,7 +6,10 @@ cached). Every row goes into the temporary view ``aworld_batch``, whose ``INSTEA
 trigger routes it by ``kind`` to its table, so a whole batch is one multi-row INSERT: alone
 when nothing needs reading (``apply_batch.one_statement``), else inside a transaction after
 the reads (:func:`apply_batch`). The writer thread hands the GIL back and forth once per
-statement, not once per row or table.
+statement, not once per row or table. A batch of a task's writes alone goes straight into
+``checkpoint_writes``. Triggers on the view refuse a delta (a list value's or a checkpoint
+skeleton's) whose base is no longer stored, and the plain INSERT of a checkpoint refuses an
+id stored already; :func:`_repair` then works the batch out again from what is stored.
 """
 
 from __future__ import annotations
