@@ -25,7 +25,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..errors import RuntimeFailure
 from ._blobs import DELTA, EMPTY, array_header, split_array
-from ._skeleton import is_delta, resolve
+from ._skeleton import resolve
 
 try:  # orjson ships with langsmith; the stdlib parser is the fallback
     from orjson import loads as _json_loads
@@ -197,13 +197,9 @@ def fetch(
     unpack = msgpack_loader(serde)
     for (thread_id, ns), members in scopes.items():
         need: dict[tuple[str, str], None] = {}
-        if any(is_delta(row[4]) for row in members):
-            known = {row[2]: (row[3], row[4]) for row in members}
-            for cid, skeleton in resolve(conn, thread_id, ns, known, unpack, known).items():
-                skeletons[(thread_id, ns, cid)] = skeleton
-        else:  # every skeleton whole (small graphs): decoded one by one
-            for row in members:
-                skeletons[row[:3]] = unpack(row[4])
+        known = {row[2]: (row[3], row[4]) for row in members}
+        for cid, skeleton in resolve(conn, thread_id, ns, known, unpack, known).items():
+            skeletons[(thread_id, ns, cid)] = skeleton
         for row in members:
             for ch, ver in skeletons[row[:3]]["channel_versions"].items():
                 need[(ch, ver if ver.__class__ is str else str(ver))] = None

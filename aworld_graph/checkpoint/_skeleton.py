@@ -31,6 +31,7 @@ __all__ = [
     "MIN_ENTRIES",
     "SNAPSHOT_EVERY",
     "encode",
+    "own",
     "is_delta",
     "resolve",
 ]
@@ -69,7 +70,7 @@ def encode(
     vs = skeleton.get("versions_seen")
     if not isinstance(cv, dict) or not isinstance(vs, dict) or len(cv) + len(vs) < MIN_ENTRIES:
         return serde.dumps_typed(skeleton)[1], 0, None
-    old_vs: dict[str, Any] = parent.get("versions_seen") or {} if parent is not None else {}
+    old_vs: dict[str, Any] = (parent.get("versions_seen") or {}) if parent is not None else {}
     own_vs: dict[str, Any] = {}
     vs_set: dict[str, Any] = {}
     for key, seen in vs.items():
@@ -108,8 +109,9 @@ def _apply(base: Skeleton, delta: dict[str, Any]) -> Skeleton:
     return out
 
 
-def _own(skeleton: Skeleton) -> Skeleton:
-    """A copy sharing no map with other skeletons (a reader may change what it gets)."""
+def own(skeleton: Skeleton) -> Skeleton:
+    """A copy sharing no map with other skeletons or the caller's checkpoint (a reader, or
+    a caller after ``put``, may change what it holds)."""
     out = dict(skeleton)
     out["channel_versions"] = dict(skeleton.get("channel_versions") or {})
     out["versions_seen"] = {
@@ -182,4 +184,4 @@ def resolve(
     for checkpoint_id in wanted:
         if checkpoint_id not in done:
             load(checkpoint_id)
-    return {cid: _own(done[cid]) if cid in shared else done[cid] for cid in wanted}
+    return {cid: own(done[cid]) if cid in shared else done[cid] for cid in wanted}

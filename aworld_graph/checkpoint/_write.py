@@ -31,6 +31,7 @@ from ._retention import keep_chains
 from ._secrets import may_hold_secrets, strip_secrets
 from ._skeleton import MIN_ENTRIES, resolve
 from ._skeleton import encode as encode_skeleton
+from ._skeleton import own as own_skeleton
 from ._store import Head, Store
 from ._trajectory import Transition, duration_ms, node_from_task_path, transition_row
 
@@ -296,10 +297,11 @@ def _one_statement(
     try:
         _insert_rows(conn, rows)
     except sqlite3.IntegrityError as exc:
-        if _STALE in str(exc) or _REPLACES in str(exc):
-            _repair(store, None, puts, exc)
-            return None  # stored by apply_batch in a transaction, repaired there
-        raise
+        # a stale delta base is forgotten here; an id put again is mended by apply_batch,
+        # which stores the batch in a transaction instead
+        if _REPLACES not in str(exc) and not _repair(store, None, puts, exc):
+            raise
+        return None
     for p in puts:
         assert p.derived is not None
         store.remember(p.thread_id, p.ns, p.parent_id, p.derived[2])
@@ -453,12 +455,7 @@ def own_shape(p: PutRecord) -> None:
     """Give ``p`` its own copy of the checkpoint's maps when its rows are worked out later (by
     the writer, from what is stored): the caller may change its checkpoint meanwhile."""
     if p.derived is None and p.whole is None:
-        seen = p.shape.get("versions_seen") or {}
-        p.shape = {
-            **p.shape,
-            "channel_versions": dict(p.shape.get("channel_versions") or {}),
-            "versions_seen": {k: dict(v) if isinstance(v, dict) else v for k, v in seen.items()},
-        }
+        p.shape = own_skeleton(p.shape)
 
 
 def derive_early(store: Store, p: PutRecord) -> None:
