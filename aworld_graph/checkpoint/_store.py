@@ -9,7 +9,10 @@ so the event loop never waits on the disk. If a batch fails, each payload is ret
 so one bad write does not fail the others. With ``full`` durability each caller returns only
 after a flush of the write-ahead log that started after its commit (:meth:`Store._durable`),
 and a caller may first wait a moment for another's commit to take its payload along (the
-``delay`` of :meth:`Store.submit`), so both share one flush.
+``delay`` of :meth:`Store.submit`), so both share one flush. With ``normal`` durability a task's ordinary writes may be *deferred*
+(:meth:`Store.defer`): the caller returns at once and they are stored with the next commit —
+in LangGraph's loop the next checkpoint's — or by the writer thread a moment later, and
+before any read or write through a store on the same file in this process.
 Writers in this process never spin in SQLite's busy handler against each other; writers in
 other processes wait on SQLite's busy timeout. Readers use pooled connections without the
 lock (WAL lets them read beside a writer); async lookups are batched by a reader thread.
@@ -22,10 +25,14 @@ code keeps the number of SQLite calls per batch small rather than each call chea
 from __future__ import annotations
 
 import asyncio
+import atexit
 import copy
+import logging
 import os
 import sqlite3
 import threading
+import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,14 +41,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import ConfigError
+from ..errors import ConfigError, RuntimeFailure
 from ._schema import Durability, connect, database_error, ensure_schema
 
 __all__ = ["Store", "Head"]
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 _FILE_LOCKS: dict[str, threading.RLock] = {}
+
+
+class _Peers:
+    """The stores open on one file in this process (a read or write through any of them
+    first stores the others' deferred writes)."""
+
+    def __init__(self) -> None:
+        self.refs: tuple[weakref.ref[Store], ...] = ()
+
+    def add(self, store: Store) -> None:
+        with _FILE_LOCKS_GUARD:
+            live = tuple(ref for ref in self.refs if ref() is not None)
+            self.refs = (*live, weakref.ref(store))
+
+    def stores(self) -> list[Store]:
+        return [store for ref in self.refs if (store := ref()) is not None]
+
+
+_FILE_STORES: dict[str, _Peers] = {}
+"""Realpath → the stores open on it in this process."""
 _FILE_LOCKS_GUARD = threading.Lock()
 _POOL_SIZE = 8
 _CACHE_SIZE = 4096
@@ -57,6 +86,7 @@ def _reset_file_locks() -> None:
     global _FILE_LOCKS_GUARD
     _FILE_LOCKS_GUARD = threading.Lock()  # a parent thread may have held it while forking
     _FILE_LOCKS.clear()
+    _FILE_STORES.clear()
     _FORKS[0] += 1
 
 
@@ -68,6 +98,25 @@ def _file_lock(path: Path) -> threading.RLock:
     key = os.path.realpath(path)
     with _FILE_LOCKS_GUARD:
         return _FILE_LOCKS.setdefault(key, threading.RLock())
+
+
+def _file_stores(path: Path) -> _Peers:
+    key = os.path.realpath(path)
+    with _FILE_LOCKS_GUARD:
+        return _FILE_STORES.setdefault(key, _Peers())
+
+
+def _flush_all() -> None:
+    """At interpreter exit, store every write still deferred (daemon writers stop unasked)."""
+    for peers in list(_FILE_STORES.values()):
+        for store in peers.stores():
+            try:
+                store.flush()
+            except Exception as exc:  # noqa: BLE001 - exiting: report, do not raise
+                log.error("aworld-graph: deferred writes to %s were lost: %s", store.path, exc)
+
+
+atexit.register(_flush_all)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +162,9 @@ class _Ticket:
     settled: threading.Event | None = None
     """Set once the ticket is stored and durable (for a caller waiting on someone else's
     commit, see :meth:`Store.submit`'s ``delay``)."""
+    due: float = 0.0
+    """When the writer thread stores it (``time.monotonic()``; 0: at once). Deferred
+    tickets (:meth:`Store.defer`) wait for another commit until then."""
 
 
 def _call_each(store: Store, conn: sqlite3.Connection, ops: list[Any]) -> list[Any]:
@@ -163,6 +215,14 @@ class Store:
     _inline: sqlite3.Connection | None = field(default=None, init=False)
     _callers: tuple[int, ...] = field(default=(0, 0, 0, 0), init=False)
     """The last few threads that wrote through :meth:`submit` (0: none yet)."""
+    _defers: int = field(default=0, init=False)
+    """Deferred tickets queued so far (the writer polls while this grows)."""
+    _watching: bool = field(default=False, init=False)
+    """The writer thread is polling for deferred tickets (a new one need not wake it)."""
+    _window: float = field(default=0.0, init=False)
+    """The longest a deferred ticket waits (the writer's polling interval)."""
+    _lost: BaseException | None = field(default=None, init=False)
+    """Why deferred writes could not be stored (raised by the next write through here)."""
     _sync_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     heads: OrderedDict[tuple[str, str], Head] = field(default_factory=OrderedDict, init=False)
     children: OrderedDict[tuple[str, str, str], str] = field(
@@ -175,6 +235,8 @@ class Store:
     def __post_init__(self) -> None:
         self.write_lock = _file_lock(self.path)
         self._wal_path = f"{self.path}-wal"
+        self._peers = _file_stores(self.path)
+        self._peers.add(self)
 
     # -- connections -------------------------------------------------------------------
 
@@ -190,6 +252,9 @@ class Store:
             self.write_lock = _file_lock(self.path)
             self._seq, self._synced, self._sync_lock = 0, 0, threading.Lock()
             self._inline = None  # the parent's: never used here
+            self._defers, self._watching, self._lost = 0, False, None
+            self._peers = _file_stores(self.path)
+            self._peers.add(self)
 
     def _acquire(self) -> sqlite3.Connection:
         self._after_fork()
@@ -228,7 +293,9 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        """A connection inside a read transaction (one consistent snapshot)."""
+        """A connection inside a read transaction (one consistent snapshot), which sees
+        every write this process deferred (:meth:`defer`)."""
+        self._flush_peers()
         conn = self._acquire()
         try:
             conn.execute("BEGIN")
@@ -259,6 +326,8 @@ class Store:
         threads meanwhile do share the commit.
         """
         self._after_fork()
+        self._check_lost()
+        self._flush_peers(others_only=True)
         ticket = _Ticket(apply, payload)
         me, recent = threading.get_ident(), self._callers
         if delay > 0 and any(caller not in (0, me) for caller in recent):
@@ -267,8 +336,6 @@ class Store:
             self._callers = (*recent[1:], me)
         with self._queue_cond:
             self._queue.append(ticket)
-            if len(self._queue) > 1:
-                self._queue_cond.notify_all()
         if ticket.settled is not None and ticket.settled.wait(delay):
             if ticket.error is not None:
                 raise ticket.error
@@ -284,6 +351,63 @@ class Store:
         if ticket.error is not None:
             raise ticket.error
         return ticket.result
+
+    def defer(self, apply: Apply, payload: Any, window: float) -> None:
+        """Queue ``payload`` to be stored with the next commit, and return at once.
+
+        The next caller of :meth:`submit` takes it along (in LangGraph's loop: the checkpoint
+        saved after the task whose writes these are); if none has within ``window``
+        seconds, the writer thread commits it. Reads and writes through any store on the
+        same file in this process store it first, so they see it; so do :meth:`close` and
+        interpreter exit. If it cannot be stored, the next write through this store raises
+        why. A killed process loses deferred payloads not yet committed (at most
+        ``window`` seconds' worth, give or take the interpreter's thread switch interval).
+        """
+        self._after_fork()
+        self._check_lost()
+        if not self._ready:  # a file that is not a checkpoint store fails here, not later
+            self._release(self._acquire())
+        ticket = _Ticket(apply, payload, due=time.monotonic() + window)
+        with self._queue_cond:
+            self._queue.append(ticket)
+            self._defers += 1
+            if not self._watching or window < self._window:
+                self._window = window if not self._watching else min(window, self._window)
+                self._watching = True
+                self._writer = self._running(self._writer, self._write_forever, "writer")
+                self._queue_cond.notify()
+
+    def flush(self) -> None:
+        """Store every queued payload now (deferred ones included)."""
+        self._after_fork()
+        if self._queue:
+            self._store_queued()
+
+    def _store_queued(self) -> None:
+        with self.write_lock:
+            batch = self._drain()
+            if batch:
+                self._commit(batch)
+        if batch:
+            self._durable(max(t.seq for t in batch))
+            self._finish(batch)
+
+    def _flush_peers(self, *, others_only: bool = False) -> None:
+        """Store the deferred payloads of every store on this file (or of the others)."""
+        if others_only and len(self._peers.refs) < 2:
+            return
+        for store in self._peers.stores():
+            if store._queue and not (others_only and store is self):
+                store.flush()
+
+    def _check_lost(self) -> None:
+        if self._lost is not None:
+            exc, self._lost = self._lost, None
+            raise RuntimeFailure(
+                f"checkpoint database {self.path}: a task's writes, deferred to the next "
+                f"commit, could not be stored ({exc}); the run can resume from its last "
+                "checkpoint, which redoes that task"
+            ) from exc
 
     def submit_async(self, apply: Apply, payload: Any) -> asyncio.Future[Any]:
         """Queue ``payload`` for the writer thread; the future resolves once committed."""
@@ -360,20 +484,39 @@ class Store:
     def _write_forever(self) -> None:
         while True:
             with self._queue_cond:
-                if not self._queue_cond.wait_for(
-                    lambda: self._queue or self._stopping, timeout=_IDLE_S
+                if not self._wait_for_due():
+                    return
+            self._store_queued()
+
+    def _wait_for_due(self) -> bool:
+        """In the writer thread, holding the queue's condition: wait until a queued ticket
+        is due (``True``), or return ``False`` when stopping or idle.
+
+        Async tickets are due at once. Deferred ones are due ``window`` after they were
+        queued; another commit usually takes them first. While deferred tickets keep coming
+        the writer polls every ``window`` (one wake-up per window, not one per ticket, which
+        would cost the caller a thread switch); once none came in a whole window it sleeps
+        until woken."""
+        seen = self._defers
+        while True:
+            if self._stopping:
+                return bool(self._queue)
+            if self._queue:
+                wait = min(t.due for t in self._queue) - time.monotonic()
+                if wait <= 0:
+                    return True
+            elif self._watching and self._defers != seen:
+                seen, wait = self._defers, self._window
+            else:
+                self._watching = False
+                if not self._queue_cond.wait(timeout=_IDLE_S) and not (
+                    self._queue or self._watching or self._stopping
                 ):
                     self._writer = None  # idle: the next async write starts a new thread
-                    return
-                if not self._queue:
-                    return
-            with self.write_lock:
-                batch = self._drain()
-                if batch:
-                    self._commit(batch)
-            if batch:
-                self._durable(max(t.seq for t in batch))
-                self._finish(batch)
+                    return False
+                seen = self._defers
+                continue
+            self._queue_cond.wait(timeout=wait)
 
     def _commit(self, batch: list[_Ticket]) -> None:
         """One transaction for ``batch``; if it fails, each ticket alone, to isolate errors.
@@ -482,6 +625,10 @@ class Store:
             ticket.done = True
             if ticket.settled is not None:
                 ticket.settled.set()
+            if ticket.due and ticket.error is not None and ticket.future is None:
+                # deferred: nobody waits for it, so the next write through here says why
+                log.error("aworld-graph: deferred writes to %s failed: %s", self.path, ticket.error)
+                self._lost = ticket.error
             if ticket.loop is not None:
                 by_loop.setdefault(ticket.loop, []).append(ticket)
         for loop, tickets in by_loop.items():
@@ -511,6 +658,7 @@ class Store:
 
     def close(self) -> None:
         """Finish queued writes, close pooled connections and stop the worker threads."""
+        self.flush()
         with self._queue_cond:
             writer, self._stopping = self._writer, True
             self._queue_cond.notify_all()

@@ -411,12 +411,12 @@ def _store_puts(
         wanted,
     ):
         bases[(t, ns, ch, ver)] = BaseInfo(ver, items, nbytes, digest, depth or 0)
-    unknown_set = set(unknown)
-    # nodes that ran: noted in memory for parents this process wrote, else read back
+    # nodes that ran: noted in memory when this process saved their writes (maybe in this
+    # very batch, so not readable yet), and for parents it did not write, read back too
     nodes = {
         (p.thread_id, p.ns, p.parent_id): store.nodes_at(p.thread_id, p.ns, p.parent_id)
         for p in puts
-        if p.derived is None and p.parent_id and (p.thread_id, p.ns, p.parent_id) not in unknown_set
+        if p.derived is None and p.parent_id
     }
     for t, ns, cid, path in _select_keys(
         conn,
@@ -425,8 +425,9 @@ def _store_puts(
         "AND w.checkpoint_id = k.c ORDER BY 1, 2, 3, 4",
         unknown,
     ):
-        if name := node_from_task_path(path or ""):
-            nodes.setdefault((t, ns, cid), []).append(name)
+        names = nodes.setdefault((t, ns, cid), [])
+        if (name := node_from_task_path(path or "")) and name not in names:
+            names.append(name)
     rows: list[tuple[Any, ...]] = []
     produced: dict[tuple[str, str, str, str], BaseInfo] = {}
     for p in puts:

@@ -77,6 +77,13 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         commit_delay: With ``full`` durability, how long (seconds) a sync ``put_writes``
             waits for another commit to take its writes along before committing them itself
             (one flush per step instead of two in LangGraph's sync loop); ``0`` turns it off.
+        defer_writes: With ``normal`` durability, how long (seconds) a sync ``put_writes`` of
+            ordinary channels may leave its writes queued for the next commit: it returns
+            at once, and the checkpoint LangGraph saves next (or a writer thread, after this
+            long) stores them. LangGraph does not wait for ``put_writes`` before it goes on,
+            so this changes nothing it relies on; reads and writes in this process see the
+            queued writes, and they are stored at exit. A process killed meanwhile loses
+            them (the task runs again on resume). ``0``: return once they are committed.
     """
 
     def __init__(
@@ -87,6 +94,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         allowed_types: Iterable[type | tuple[str, ...]] = (),
         snapshot_every: int = 64,
         commit_delay: float = 0.001,
+        defer_writes: float = 0.002,
     ) -> None:
         super().__init__(serde=StrictSerializer(allowed_types=allowed_types))
         if durability not in get_args(Durability):
@@ -108,6 +116,10 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             raise ConfigError("TrajectorySaver(commit_delay=...) must be 0 or more seconds")
         self.commit_delay = commit_delay
         """Seconds a ``full`` sync ``put_writes`` waits to share the next commit's flush."""
+        if defer_writes < 0:
+            raise ConfigError("TrajectorySaver(defer_writes=...) must be 0 or more seconds")
+        self.defer_writes = defer_writes
+        """Seconds a ``normal`` sync ``put_writes`` may leave its writes for the next commit."""
         self._store = Store(self.path, durability)
 
     def __repr__(self) -> str:
@@ -282,13 +294,21 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     ) -> None:
         """Store a task's pending writes for the checkpoint in ``config``.
 
-        Returns once they are committed (with whatever other threads queued meanwhile).
-        With ``full`` durability ordinary writes first wait up to ``commit_delay`` seconds
-        for the checkpoint LangGraph saves next, so both share one flush; writes to special
-        channels (errors, interrupts), which end a step, commit at once."""
+        Writes to special channels (errors, interrupts), which end a step, are committed
+        before this returns. With ``normal`` durability ordinary writes are queued for the
+        next commit, at most ``defer_writes`` seconds away (the checkpoint LangGraph saves
+        next usually takes them). With ``full`` durability they first wait up to
+        ``commit_delay`` seconds for that checkpoint's commit, so both share one flush, and
+        this returns once they are on disk."""
         record = self._prepare_writes(config, writes, task_id, task_path)
-        delay = self.commit_delay if self.durability == "full" and not record.special else 0.0
-        self._store.submit(apply_batch, record, delay)
+        if record.special:
+            self._store.submit(apply_batch, record)
+        elif self.durability == "full":
+            self._store.submit(apply_batch, record, self.commit_delay)
+        elif self.defer_writes > 0:
+            self._store.defer(apply_batch, record, self.defer_writes)
+        else:
+            self._store.submit(apply_batch, record)
 
     async def aput_writes(
         self,

@@ -302,7 +302,8 @@ def test_full_writes_commit_at_once_when_alone_or_special(tmp_path: Path) -> Non
     writer.start()
     writer.join(30)
     assert not writer.is_alive() and store._seq == 7 and store._synced == 7
-    normal = TrajectorySaver(tmp_path / "n.db", commit_delay=60.0)  # normal: never delays
+    # normal, writes not deferred: never delays
+    normal = TrajectorySaver(tmp_path / "n.db", commit_delay=60.0, defer_writes=0)
     cfg = normal.put(config, empty_checkpoint(), {}, {})
     plain = threading.Thread(target=normal.put_writes, args=(cfg, [("ch", 1)], "task"))
     plain.start()
