@@ -497,7 +497,7 @@ class Store:
         the writer polls every ``window`` (one wake-up per window, not one per ticket, which
         would cost the caller a thread switch); once none came in a whole window it sleeps
         until woken."""
-        seen = self._defers
+        seen = -1  # polls at least one window (it was woken or has just committed)
         while True:
             if self._stopping:
                 return bool(self._queue)
@@ -505,7 +505,7 @@ class Store:
                 wait = min(t.due for t in self._queue) - time.monotonic()
                 if wait <= 0:
                     return True
-            elif self._watching and self._defers != seen:
+            elif self._defers != seen:  # deferred tickets came since the last look
                 seen, wait = self._defers, self._window
             else:
                 self._watching = False
@@ -514,8 +514,7 @@ class Store:
                 ):
                     self._writer = None  # idle: the next async write starts a new thread
                     return False
-                seen = self._defers
-                continue
+                continue  # a deferred ticket that woke it counts as new: it polls on
             self._queue_cond.wait(timeout=wait)
 
     def _commit(self, batch: list[_Ticket]) -> None:

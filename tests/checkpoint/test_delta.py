@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import sqlite3
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -186,3 +187,36 @@ def test_storage_grows_linearly(tmp_path: Path) -> None:
                 conn.execute("SELECT sum(length(value)) FROM checkpoint_blobs").fetchone()[0]
             )
     assert sizes[1] < 2.6 * sizes[0]  # whole copies per step would make it ~4x
+
+
+class Items(TypedDict):
+    items: Annotated[list[str], operator.add]
+
+
+def test_a_list_whose_stored_base_was_deleted_mid_run_is_stored_whole(tmp_path: Path) -> None:
+    """Another saver deletes the thread while a run appends to a list: this saver's cached
+    base version is gone, so the next value is stored whole, not as a delta of it."""
+    path = tmp_path / "items.db"
+    saver = TrajectorySaver(path)
+
+    def node(i: int) -> Any:
+        def run(s: Items) -> dict[str, list[str]]:
+            if i == 5:
+                with TrajectorySaver(path) as admin:
+                    admin.delete_thread("t")
+            return {"items": [f"item {i}"]}
+
+        return run
+
+    g = StateGraph(Items)
+    for i in range(10):
+        g.add_node(f"n{i}", node(i))
+        g.add_edge(START if i == 0 else f"n{i - 1}", f"n{i}")
+    g.add_edge("n9", END)
+    cfg: Any = {"configurable": {"thread_id": "t"}}
+    g.compile(checkpointer=saver).invoke({"items": []}, cfg, durability="sync")
+    with TrajectorySaver(path) as fresh:
+        history = [h.checkpoint["channel_values"]["items"] for h in fresh.list(cfg)]
+    assert history[0] == [f"item {i}" for i in range(10)]
+    assert 0 < len(history) < 12  # what was stored after the deletion, all readable
+    saver.close()
