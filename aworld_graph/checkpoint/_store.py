@@ -340,14 +340,7 @@ class Store:
             if ticket.error is not None:
                 raise ticket.error
             return ticket.result
-        batch: list[_Ticket] = []
-        with self.write_lock:
-            if not ticket.committed:
-                batch = self._drain()
-                self._commit(batch)
-        self._durable(ticket.seq)
-        if batch:
-            self._finish(batch)
+        self._store_queued(ticket)
         if ticket.error is not None:
             raise ticket.error
         return ticket.result
@@ -380,17 +373,29 @@ class Store:
     def flush(self) -> None:
         """Store every queued payload now (deferred ones included)."""
         self._after_fork()
-        if self._queue:
-            self._store_queued()
+        with self._queue_cond:
+            last = self._queue[-1] if self._queue else None
+        if last is not None:
+            self._store_queued(last)
 
-    def _store_queued(self) -> None:
+    def _store_queued(self, until: _Ticket | None = None) -> None:
+        """Commit queued tickets, a batch at a time, until ``until`` is committed (or, without
+        it, one batch); then wait for their flush (``full``) and hand out the outcomes."""
+        done: list[_Ticket] = []
         with self.write_lock:
-            batch = self._drain()
-            if batch:
+            while until is None or not until.committed:
+                batch = self._drain()
+                if not batch:
+                    break
                 self._commit(batch)
-        if batch:
-            self._durable(max(t.seq for t in batch))
-            self._finish(batch)
+                done += batch
+                if until is None:
+                    break
+        if until is not None:
+            self._durable(until.seq)
+        if done:
+            self._durable(max(t.seq for t in done))
+            self._finish(done)
 
     def _flush_peers(self, *, others_only: bool = False) -> None:
         """Store the deferred payloads of every store on this file (or of the others)."""
@@ -412,6 +417,7 @@ class Store:
     def submit_async(self, apply: Apply, payload: Any) -> asyncio.Future[Any]:
         """Queue ``payload`` for the writer thread; the future resolves once committed."""
         self._after_fork()
+        self._check_lost()
         loop = asyncio.get_running_loop()
         ticket = _Ticket(apply, payload, loop.create_future(), loop)
         with self._queue_cond:
@@ -500,6 +506,7 @@ class Store:
         seen = -1  # polls at least one window (it was woken or has just committed)
         while True:
             if self._stopping:
+                self._watching = False  # the next deferred write starts a writer again
                 return bool(self._queue)
             if self._queue:
                 wait = min(t.due for t in self._queue) - time.monotonic()

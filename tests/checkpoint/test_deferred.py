@@ -93,11 +93,12 @@ def test_deferred_writes_are_stored_at_exit_and_on_close(tmp_path: Path) -> None
         from aworld_graph.checkpoint import TrajectorySaver
         saver = TrajectorySaver({str(path)!r}, defer_writes=600.0)
         config = saver.put({ROOT!r}, empty_checkpoint(), {{}}, {{}})
-        saver.put_writes(config, [("ch", 1)], "task")
+        for i in range(600):  # more than one commit batch
+            saver.put_writes(config, [("ch", i)], f"task-{{i:03d}}")
         """
     )  # exits without close(), long before the writer would commit
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
-    assert _stored_writes(path) == [("task", "ch")]
+    assert len(_stored_writes(path)) == 600
     saver = TrajectorySaver(tmp_path / "c.db", defer_writes=600.0)
     config = saver.put(ROOT, empty_checkpoint(), {}, {})
     saver.put_writes(config, [("ch", 1)], "task")
@@ -133,3 +134,36 @@ def test_a_checkpoint_names_the_node_whose_writes_share_its_commit(tmp_path: Pat
     assert row.checkpoint_id == after["configurable"]["checkpoint_id"]
     assert row.nodes == ["agent"]
     resumed.close()
+
+
+def test_more_deferred_writes_than_one_batch_are_all_stored(tmp_path: Path) -> None:
+    """A commit takes at most 512 queued payloads: reads, puts and close store them all
+    (review, session 5: a put queued behind 600 writes returned before its own commit)."""
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=600.0)
+    config = saver.put(ROOT, empty_checkpoint(), {}, {})
+    for i in range(600):
+        saver.put_writes(config, [("ch", i)], f"task-{i:03d}")
+    seen = saver.get_tuple(config)
+    assert seen is not None and len(seen.pending_writes or []) == 600
+    for i in range(600):
+        saver.put_writes(config, [("ch", i)], f"more-{i:03d}")
+    after = saver.put(config, empty_checkpoint(), {"step": 0}, {})
+    with sqlite3.connect(saver.path) as conn:  # committed before put returned
+        ids = {r[0] for r in conn.execute("SELECT checkpoint_id FROM checkpoints")}
+    assert after["configurable"]["checkpoint_id"] in ids
+    assert len(_stored_writes(saver.path)) == 1200
+    saver.close()
+
+
+def test_a_saver_used_again_after_close_still_stores_deferred_writes(tmp_path: Path) -> None:
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=0.01)
+    config = saver.put(ROOT, empty_checkpoint(), {}, {})
+    saver.put_writes(config, [("ch", 1)], "before")
+    saver.close()
+    saver.put_writes(config, [("ch", 2)], "after")  # a new writer thread picks it up
+    for _ in range(1000):
+        if len(_stored_writes(saver.path)) == 2:
+            break
+        time.sleep(0.01)
+    assert _stored_writes(saver.path) == [("after", "ch"), ("before", "ch")]
+    saver.close()
