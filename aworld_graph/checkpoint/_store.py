@@ -9,10 +9,11 @@ so the event loop never waits on the disk. If a batch fails, each payload is ret
 so one bad write does not fail the others. With ``full`` durability each caller returns only
 after a flush of the write-ahead log that started after its commit (:meth:`Store._durable`),
 and a caller may first wait a moment for another's commit to take its payload along (the
-``delay`` of :meth:`Store.submit`), so both share one flush. With ``normal`` durability a task's ordinary writes may be *deferred*
-(:meth:`Store.defer`): the caller returns at once and they are stored with the next commit —
-in LangGraph's loop the next checkpoint's — or by the writer thread a moment later, and
-before any read or write through a store on the same file in this process.
+``delay`` of :meth:`Store.submit`), so both share one flush. With ``normal`` durability a
+task's ordinary writes may be *deferred* (:meth:`Store.defer`): the caller returns at once
+and they are stored with the next commit — in LangGraph's loop the next checkpoint's — or
+by the writer thread a moment later, and before any read or write through a store on the
+same file in this process.
 Writers in this process never spin in SQLite's busy handler against each other; writers in
 other processes wait on SQLite's busy timeout. Readers use pooled connections without the
 lock (WAL lets them read beside a writer); async lookups are batched by a reader thread.
@@ -365,7 +366,7 @@ class Store:
             self._queue.append(ticket)
             self._defers += 1
             if not self._watching or window < self._window:
-                self._window = window if not self._watching else min(window, self._window)
+                self._window = min(window, self._window) if self._watching else window
                 self._watching = True
                 self._writer = self._running(self._writer, self._write_forever, "writer")
                 self._queue_cond.notify()
@@ -391,10 +392,8 @@ class Store:
                 done += batch
                 if until is None:
                     break
-        if until is not None:
-            self._durable(until.seq)
+        self._durable(max([t.seq for t in done] + [until.seq if until is not None else 0]))
         if done:
-            self._durable(max(t.seq for t in done))
             self._finish(done)
 
     def _flush_peers(self, *, others_only: bool = False) -> None:
@@ -631,7 +630,7 @@ class Store:
             ticket.done = True
             if ticket.settled is not None:
                 ticket.settled.set()
-            if ticket.due and ticket.error is not None and ticket.future is None:
+            if ticket.due and ticket.error is not None:
                 # deferred: nobody waits for it, so the next write through here says why
                 log.error("aworld-graph: deferred writes to %s failed: %s", self.path, ticket.error)
                 self._lost = ticket.error
