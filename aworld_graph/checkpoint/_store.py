@@ -232,6 +232,11 @@ class Store:
     ran: OrderedDict[tuple[str, str, str], list[str]] = field(
         default_factory=OrderedDict, init=False
     )
+    stepped: OrderedDict[tuple[str, str, str], bool] = field(
+        default_factory=OrderedDict, init=False
+    )
+    """Checkpoints tasks have written on top of: ``True`` while their writes were all
+    ordinary, ``False`` once one was special (an error or interrupt: the run may stop)."""
 
     def __post_init__(self) -> None:
         self.write_lock = _file_lock(self.path)
@@ -710,6 +715,21 @@ class Store:
             elif node not in names:
                 names.append(node)
 
+    def note_writes(self, thread_id: str, ns: str, checkpoint_id: str, *, special: bool) -> None:
+        """Note that a task wrote on top of ``checkpoint_id`` (see :meth:`step_under_way`)."""
+        key = (thread_id, ns, checkpoint_id)
+        with self._cache_lock:
+            if special:
+                self.stepped[key] = False
+            elif self.stepped.setdefault(key, True) and len(self.stepped) > _CACHE_SIZE:
+                self.stepped.popitem(last=False)
+
+    def step_under_way(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+        """Whether tasks have already written on top of ``checkpoint_id``, none of them a
+        special write: the run goes on past it, so a later write will follow its put."""
+        with self._cache_lock:
+            return self.stepped.get((thread_id, ns, checkpoint_id), False)
+
     def nodes_at(self, thread_id: str, ns: str, checkpoint_id: str) -> list[str]:
         """Nodes this process saw writing at ``checkpoint_id``, sorted."""
         with self._cache_lock:
@@ -728,7 +748,7 @@ class Store:
     def forget(self, thread_ids: set[str] | None = None) -> None:
         """Drop cached heads (all, or those of ``thread_ids``) after deletions."""
         with self._cache_lock:
-            for cache in (self.heads, self.children, self.ran):
+            for cache in (self.heads, self.children, self.ran, self.stepped):
                 for key in list(cache):
                     if thread_ids is None or key[0] in thread_ids:
                         del cache[key]

@@ -85,6 +85,9 @@ class PutRecord:
     """Decodes the parent's skeleton when it must be read back."""
     derived: Derived | None = None
     """The rows to insert, worked out by :func:`derive_early` when the parent is cached."""
+    remembered: bool = False
+    """Its head was cached when it was queued (a deferred put): the commit that stores it
+    must not cache it again over a later checkpoint's."""
 
 
 @dataclass(slots=True)
@@ -184,7 +187,7 @@ def apply_batch(
         rows += _store_puts(store, conn, puts)
     for attempt in range(3):
         try:
-            _insert_rows(conn, rows)
+            _insert_rows(conn, sorted(rows, key=_names_last))
             break
         except sqlite3.IntegrityError as exc:
             if attempt == 2 or not _repair(store, conn, puts, exc):
@@ -212,7 +215,7 @@ def _repair(
     if _STALE in str(exc):
         store.forget({p.thread_id for p in puts})
         for p in puts:
-            p.derived = None
+            p.derived, p.remembered = None, False
         return True
     if _REPLACES in str(exc) and conn is not None:
         for p in puts:  # then the old row goes, and the put stores the new one in its place
@@ -292,6 +295,7 @@ def _one_statement(
     for p in puts:
         assert p.derived is not None
         rows += _derived_rows(p.derived)
+    rows.sort(key=_names_last)
     if not rows or len(rows) > _max_rows(conn, _BATCH_WIDTH):
         return None
     try:
@@ -304,7 +308,8 @@ def _one_statement(
         return None
     for p in puts:
         assert p.derived is not None
-        store.remember(p.thread_id, p.ns, p.parent_id, p.derived[2])
+        if not p.remembered:
+            store.remember(p.thread_id, p.ns, p.parent_id, p.derived[2])
     return [None] * len(records)
 
 
@@ -320,6 +325,12 @@ def _write_rows(store: Store, writes: list[WritesRecord]) -> list[tuple[Any, ...
         if w.node is not None and (child := store.child(w.thread_id, w.ns, w.checkpoint_id)):
             rows.append((5, w.thread_id, w.ns, child, w.node, *(None,) * (_BATCH_WIDTH - 5)))
     return rows
+
+
+def _names_last(row: tuple[Any, ...]) -> bool:
+    """Sort key that moves node-naming rows (kind 5) after the checkpoints they update,
+    which may be stored in the same statement (a deferred put, see ``TrajectorySaver.put``)."""
+    return row[0] == 5
 
 
 def _derived_rows(derived: Derived) -> list[tuple[Any, ...]]:
@@ -443,7 +454,8 @@ def _store_puts(
         rows += _derived_rows(derived)
         for ch, info in head.lists.items():
             produced[(p.thread_id, p.ns, ch, info.version)] = info
-        store.remember(p.thread_id, p.ns, p.parent_id, head)
+        if not p.remembered:
+            store.remember(p.thread_id, p.ns, p.parent_id, head)
         parents[(p.thread_id, p.ns, p.checkpoint_id)] = head
     return rows
 

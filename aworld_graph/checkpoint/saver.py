@@ -83,7 +83,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             long) stores them. LangGraph does not wait for ``put_writes`` before it goes on,
             so this changes nothing it relies on; reads and writes in this process see the
             queued writes, and they are stored at exit. A process killed meanwhile loses
-            them (the task runs again on resume). ``0``: return once they are committed.
+            them (the task runs again on resume). A ``put`` whose checkpoint tasks have
+            already written on top of is queued the same way (see :meth:`put`). ``0``:
+            return once they are committed.
     """
 
     def __init__(
@@ -267,9 +269,28 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store a checkpoint; only channels in ``new_versions`` get new value rows."""
+        """Store a checkpoint; only channels in ``new_versions`` get new value rows.
+
+        It is committed before this returns, unless the run has demonstrably gone on past
+        it: with ``normal`` durability, a checkpoint that tasks have already written on top
+        of (LangGraph's default ``async`` durability saves in the background while the next
+        step runs, so a save can lag behind) is queued like deferred writes (see
+        ``defer_writes``) and stored by the next commit, which such a run always makes: the
+        next checkpoint, or the error or interrupt that ends it. The last checkpoint of a
+        run never has writes on top, so it is committed before the run returns."""
         record, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
-        self._store.submit(apply_batch, record)
+        store = self._store
+        if (
+            record.derived is not None
+            and self.durability == "normal"
+            and self.defer_writes > 0
+            and store.step_under_way(record.thread_id, record.ns, record.checkpoint_id)
+        ):
+            record.remembered = True  # cached now: the next put builds on it at once
+            store.defer(apply_batch, record, self.defer_writes)
+            store.remember(record.thread_id, record.ns, record.parent_id, record.derived[2])
+        else:
+            store.submit(apply_batch, record)
         return stored
 
     async def aput(
@@ -372,6 +393,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         )
         if record.node is not None:  # seen by the next checkpoint's early rows
             self._store.note_node(record.thread_id, record.ns, record.checkpoint_id, record.node)
+        self._store.note_writes(
+            record.thread_id, record.ns, record.checkpoint_id, special=bool(record.special)
+        )
         return record
 
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:

@@ -167,3 +167,96 @@ def test_a_saver_used_again_after_close_still_stores_deferred_writes(tmp_path: P
         time.sleep(0.01)
     assert _stored_writes(saver.path) == [("after", "ch"), ("before", "ch")]
     saver.close()
+
+
+# -- checkpoints whose next step is under way ---------------------------------------------
+
+
+def _stored_checkpoints(path: Path) -> set[str]:
+    with sqlite3.connect(path) as conn:
+        return {r[0] for r in conn.execute("SELECT checkpoint_id FROM checkpoints")}
+
+
+def _config(checkpoint_id: str) -> Any:
+    return {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
+
+
+def test_a_checkpoint_tasks_already_wrote_on_top_of_waits_for_the_next_commit(
+    tmp_path: Path,
+) -> None:
+    """LangGraph's default (async) durability saves a checkpoint in the background while the
+    next step runs: when that step's writes came first, the run is known to go on, and the
+    checkpoint is stored by the next commit. A checkpoint nothing wrote on top of (the last
+    of a run) is committed before ``put`` returns."""
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+    first = saver.put(ROOT, empty_checkpoint(), {"step": -1}, {})
+    second = empty_checkpoint()
+    saver.put_writes(_config(second["id"]), [("ch", 1)], "task", "~__pregel_pull, agent")
+    saver.put(first, second, {"step": 0}, {})
+    assert _stored_checkpoints(saver.path) == {first["configurable"]["checkpoint_id"]}
+    seen = saver.get_tuple(_config(second["id"]))  # reads in this process store it first
+    assert seen is not None and seen.pending_writes == [("task", "ch", 1)]
+    assert second["id"] in _stored_checkpoints(saver.path)
+    third = empty_checkpoint()
+    saver.put_writes(_config(third["id"]), [("ch", 2)], "task-2", "~__pregel_pull, agent")
+    saver.put(_config(second["id"]), third, {"step": 1}, {})
+    assert third["id"] not in _stored_checkpoints(saver.path)
+    last = saver.put(_config(third["id"]), empty_checkpoint(), {"step": 2}, {})
+    ids = _stored_checkpoints(saver.path)  # the last one took the queued one along
+    assert {third["id"], last["configurable"]["checkpoint_id"]} <= ids
+    assert [r.nodes for r in saver.transitions("t")][1:] == [[], ["agent"], ["agent"]]
+    saver.close()
+
+
+def test_a_checkpoint_with_a_special_write_on_top_commits_at_once(tmp_path: Path) -> None:
+    """An error or interrupt may end the run there: nothing else would commit it."""
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+    first = saver.put(ROOT, empty_checkpoint(), {"step": -1}, {})
+    second = empty_checkpoint()
+    saver.put_writes(_config(second["id"]), [("ch", 1)], "ok", "~__pregel_pull, a")
+    saver.put_writes(_config(second["id"]), [(ERROR, "boom")], "failed", "~__pregel_pull, b")
+    saver.put(first, second, {"step": 0}, {})
+    assert second["id"] in _stored_checkpoints(saver.path)
+    saver.close()
+
+
+def test_a_late_task_write_names_its_node_on_a_checkpoint_still_queued(tmp_path: Path) -> None:
+    """A task's writes saved after the checkpoint that follows them (LangGraph saves both in
+    background threads) name the node on it, even when that checkpoint is queued in the same
+    commit."""
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+    first = saver.put(ROOT, empty_checkpoint(), {"step": -1}, {})
+    second = empty_checkpoint()
+    saver.put_writes(_config(second["id"]), [("ch", 1)], "next", "~__pregel_pull, b")
+    saver.put(first, second, {"step": 0}, {})  # queued: a task already wrote on top
+    saver.put_writes(first, [("ch", 0)], "late", "~__pregel_pull, a")
+    saver.put(_config(second["id"]), empty_checkpoint(), {"step": 1}, {})
+    assert [r.nodes for r in saver.transitions("t")] == [[], ["a"], ["b"]]
+    saver.close()
+
+
+def test_every_checkpoint_of_a_returned_run_is_in_the_file(tmp_path: Path) -> None:
+    """Runs in LangGraph's default durability: once ``invoke`` returns, another connection
+    sees every checkpoint, each naming the node that produced it."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class State(TypedDict):
+        n: int
+
+    graph = StateGraph(State)
+    for i in range(30):
+        graph.add_node(f"n{i}", lambda s: {"n": s["n"] + 1})
+        graph.add_edge(START if i == 0 else f"n{i - 1}", f"n{i}")
+    graph.add_edge("n29", END)
+    with TrajectorySaver(tmp_path / "n.db") as saver:
+        app = graph.compile(checkpointer=saver)
+        for run in range(10):
+            app.invoke({"n": 0}, {"configurable": {"thread_id": f"r{run}"}})
+            with sqlite3.connect(saver.path) as conn:
+                rows = conn.execute(
+                    "SELECT step, nodes FROM checkpoints WHERE thread_id = ? ORDER BY step",
+                    (f"r{run}",),
+                ).fetchall()
+            assert [step for step, _ in rows] == list(range(-1, 31))
+            assert [nodes for _, nodes in rows[2:]] == [f'["n{i}"]' for i in range(30)]
