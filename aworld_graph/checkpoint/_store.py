@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 from ..errors import ConfigError, RuntimeFailure
 from ._schema import Durability, connect, database_error, ensure_schema
 
-__all__ = ["Store", "Head"]
+__all__ = ["Store", "Head", "flush_file"]
 
 T = TypeVar("T")
 
@@ -105,6 +105,15 @@ def _file_stores(path: Path) -> _Peers:
     key = os.path.realpath(path)
     with _FILE_LOCKS_GUARD:
         return _FILE_STORES.setdefault(key, _Peers())
+
+
+def flush_file(path: Path) -> None:
+    """Store what the stores open on ``path`` in this process have queued (for readers
+    that open their own connection)."""
+    peers = _FILE_STORES.get(os.path.realpath(path))
+    for store in peers.stores() if peers is not None else ():
+        if store._queue:
+            store.flush()
 
 
 def _flush_all() -> None:
@@ -232,11 +241,8 @@ class Store:
     ran: OrderedDict[tuple[str, str, str], list[str]] = field(
         default_factory=OrderedDict, init=False
     )
-    stepped: OrderedDict[tuple[str, str, str], bool] = field(
-        default_factory=OrderedDict, init=False
-    )
-    """Checkpoints tasks have written on top of: ``True`` while their writes were all
-    ordinary, ``False`` once one was special (an error or interrupt: the run may stop)."""
+    written: OrderedDict[tuple[str, str], str] = field(default_factory=OrderedDict, init=False)
+    """Thread/namespace → the newest checkpoint id tasks have written on top of."""
 
     def __post_init__(self) -> None:
         self.write_lock = _file_lock(self.path)
@@ -332,7 +338,7 @@ class Store:
         threads meanwhile do share the commit.
         """
         self._after_fork()
-        self._check_lost()
+        self.check_lost()
         self._flush_peers(others_only=True)
         ticket = _Ticket(apply, payload)
         me, recent = threading.get_ident(), self._callers
@@ -345,10 +351,12 @@ class Store:
         if ticket.settled is not None and ticket.settled.wait(delay):
             if ticket.error is not None:
                 raise ticket.error
+            self.check_lost()
             return ticket.result
         self._store_queued(ticket)
         if ticket.error is not None:
             raise ticket.error
+        self.check_lost()  # a queued write this commit took along failed: say so now
         return ticket.result
 
     def defer(self, apply: Apply, payload: Any, window: float) -> None:
@@ -363,7 +371,7 @@ class Store:
         ``window`` seconds' worth, give or take the interpreter's thread switch interval).
         """
         self._after_fork()
-        self._check_lost()
+        self.check_lost()
         if not self._ready:  # a file that is not a checkpoint store fails here, not later
             self._release(self._acquire())
         ticket = _Ticket(apply, payload, due=time.monotonic() + window)
@@ -409,19 +417,20 @@ class Store:
             if store._queue and not (others_only and store is self):
                 store.flush()
 
-    def _check_lost(self) -> None:
+    def check_lost(self) -> None:
+        """Raise, once, why queued writes could not be stored (see :meth:`defer`)."""
         if self._lost is not None:
             exc, self._lost = self._lost, None
             raise RuntimeFailure(
-                f"checkpoint database {self.path}: a task's writes, deferred to the next "
-                f"commit, could not be stored ({exc}); the run can resume from its last "
-                "checkpoint, which redoes that task"
+                f"checkpoint database {self.path}: a checkpoint or a task's writes, queued "
+                f"for the next commit, could not be stored ({exc}); the run can resume from "
+                "its last stored checkpoint, which redoes what came after it"
             ) from exc
 
     def submit_async(self, apply: Apply, payload: Any) -> asyncio.Future[Any]:
         """Queue ``payload`` for the writer thread; the future resolves once committed."""
         self._after_fork()
-        self._check_lost()
+        self.check_lost()
         loop = asyncio.get_running_loop()
         ticket = _Ticket(apply, payload, loop.create_future(), loop)
         with self._queue_cond:
@@ -715,20 +724,22 @@ class Store:
             elif node not in names:
                 names.append(node)
 
-    def note_writes(self, thread_id: str, ns: str, checkpoint_id: str, *, special: bool) -> None:
-        """Note that a task wrote on top of ``checkpoint_id`` (see :meth:`step_under_way`)."""
-        key = (thread_id, ns, checkpoint_id)
+    def note_writes(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
+        """Note that a task wrote on top of ``checkpoint_id`` (see :meth:`superseded`)."""
+        key = (thread_id, ns)
         with self._cache_lock:
-            if special:
-                self.stepped[key] = False
-            elif self.stepped.setdefault(key, True) and len(self.stepped) > _CACHE_SIZE:
-                self.stepped.popitem(last=False)
+            if checkpoint_id > self.written.get(key, ""):
+                self.written[key] = checkpoint_id
+                self.written.move_to_end(key)
+                if len(self.written) > _CACHE_SIZE:
+                    self.written.popitem(last=False)
 
-    def step_under_way(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
-        """Whether tasks have already written on top of ``checkpoint_id``, none of them a
-        special write: the run goes on past it, so a later write will follow its put."""
+    def superseded(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+        """Whether tasks have written on top of a newer checkpoint of the thread than
+        ``checkpoint_id`` (ids are time-ordered): in LangGraph's loop, that checkpoint's
+        save is already on its way, and comes after this one's."""
         with self._cache_lock:
-            return self.stepped.get((thread_id, ns, checkpoint_id), False)
+            return self.written.get((thread_id, ns), "") > checkpoint_id
 
     def nodes_at(self, thread_id: str, ns: str, checkpoint_id: str) -> list[str]:
         """Nodes this process saw writing at ``checkpoint_id``, sorted."""
@@ -748,7 +759,7 @@ class Store:
     def forget(self, thread_ids: set[str] | None = None) -> None:
         """Drop cached heads (all, or those of ``thread_ids``) after deletions."""
         with self._cache_lock:
-            for cache in (self.heads, self.children, self.ran, self.stepped):
+            for cache in (self.heads, self.children, self.ran, self.written):
                 for key in list(cache):
                     if thread_ids is None or key[0] in thread_ids:
                         del cache[key]

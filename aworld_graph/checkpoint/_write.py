@@ -85,6 +85,8 @@ class PutRecord:
     """Decodes the parent's skeleton when it must be read back."""
     derived: Derived | None = None
     """The rows to insert, worked out by :func:`derive_early` when the parent is cached."""
+    named: int = 0
+    """How many nodes had written on top of the parent when its rows were worked out."""
     remembered: bool = False
     """Its head was cached when it was queued (a deferred put): the commit that stores it
     must not cache it again over a later checkpoint's."""
@@ -187,7 +189,7 @@ def apply_batch(
         rows += _store_puts(store, conn, puts)
     for attempt in range(3):
         try:
-            _insert_rows(conn, sorted(rows, key=_names_last))
+            _insert_rows(conn, rows)
             break
         except sqlite3.IntegrityError as exc:
             if attempt == 2 or not _repair(store, conn, puts, exc):
@@ -294,8 +296,7 @@ def _one_statement(
     rows = _write_rows(store, [r for r in records if isinstance(r, WritesRecord)])
     for p in puts:
         assert p.derived is not None
-        rows += _derived_rows(p.derived)
-    rows.sort(key=_names_last)
+        rows += _derived_rows(p.derived) + _late_names(store, p)
     if not rows or len(rows) > _max_rows(conn, _BATCH_WIDTH):
         return None
     try:
@@ -327,10 +328,16 @@ def _write_rows(store: Store, writes: list[WritesRecord]) -> list[tuple[Any, ...
     return rows
 
 
-def _names_last(row: tuple[Any, ...]) -> bool:
-    """Sort key that moves node-naming rows (kind 5) after the checkpoints they update,
-    which may be stored in the same statement (a deferred put, see ``TrajectorySaver.put``)."""
-    return row[0] == 5
+def _late_names(store: Store, p: PutRecord) -> list[tuple[Any, ...]]:
+    """Rows naming on ``p``'s checkpoint the nodes whose writes on top of its parent were
+    noted after its rows were worked out (saved from another thread meanwhile)."""
+    if not p.parent_id:
+        return []
+    names = store.nodes_at(p.thread_id, p.ns, p.parent_id)
+    if len(names) <= p.named:
+        return []
+    pad = (None,) * (_BATCH_WIDTH - 5)
+    return [(5, p.thread_id, p.ns, p.checkpoint_id, name, *pad) for name in names]
 
 
 def _derived_rows(derived: Derived) -> list[tuple[Any, ...]]:
@@ -449,9 +456,11 @@ def _store_puts(
             def base_of(key: tuple[str, str, str, str]) -> BaseInfo | None:
                 return produced.get(key) or bases.get(key)
 
-            derived = _derive(p, parents.get(parent_key), base_of, nodes.get(parent_key, []))
+            named = nodes.get(parent_key, [])
+            derived = _derive(p, parents.get(parent_key), base_of, named)
+            p.named = len(named)
         head = derived[2]
-        rows += _derived_rows(derived)
+        rows += _derived_rows(derived) + _late_names(store, p)
         for ch, info in head.lists.items():
             produced[(p.thread_id, p.ns, ch, info.version)] = info
         if not p.remembered:
@@ -489,7 +498,7 @@ def derive_early(store: Store, p: PutRecord) -> None:
                 return
             bases[(p.thread_id, p.ns, ch, info.version)] = info
     nodes = store.nodes_at(p.thread_id, p.ns, p.parent_id) if p.parent_id else []
-    p.derived = _derive(p, parent, bases.get, nodes)
+    p.derived, p.named = _derive(p, parent, bases.get, nodes), len(nodes)
 
 
 def _derive(

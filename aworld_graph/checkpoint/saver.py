@@ -32,7 +32,7 @@ from ._query import decoding, where_clause
 from ._read import LazyPage, fetch, lookup_rows
 from ._schema import Durability
 from ._serde import StrictSerializer
-from ._store import Store
+from ._store import Store, flush_file
 from ._write import (
     PutRecord,
     WritesRecord,
@@ -83,9 +83,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             long) stores them. LangGraph does not wait for ``put_writes`` before it goes on,
             so this changes nothing it relies on; reads and writes in this process see the
             queued writes, and they are stored at exit. A process killed meanwhile loses
-            them (the task runs again on resume). A ``put`` whose checkpoint tasks have
-            already written on top of is queued the same way (see :meth:`put`). ``0``:
-            return once they are committed.
+            them (the task runs again on resume). In both durabilities a ``put`` is queued
+            the same way when a later save of its run is already on its way (see
+            :meth:`put`). ``0``: return once they are committed.
     """
 
     def __init__(
@@ -132,6 +132,12 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     def close(self) -> None:
         """Close connections and worker threads (the saver reopens them if used again)."""
         self._store.close()
+
+    def flush(self) -> None:
+        """Store what any saver on this file in this process has queued for the next commit
+        (reads through a saver do this themselves; call it before reading the file with a
+        connection of your own in this process)."""
+        flush_file(self.path)
 
     def __enter__(self) -> TrajectorySaver:
         return self
@@ -271,26 +277,22 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store a checkpoint; only channels in ``new_versions`` get new value rows.
 
-        It is committed before this returns, unless the run has demonstrably gone on past
-        it: with ``normal`` durability, a checkpoint that tasks have already written on top
-        of (LangGraph's default ``async`` durability saves in the background while the next
-        step runs, so a save can lag behind) is queued like deferred writes (see
-        ``defer_writes``) and stored by the next commit, which such a run always makes: the
-        next checkpoint, or the error or interrupt that ends it. The last checkpoint of a
-        run never has writes on top, so it is committed before the run returns."""
-        record, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
-        store = self._store
-        if (
-            record.derived is not None
-            and self.durability == "normal"
-            and self.defer_writes > 0
-            and store.step_under_way(record.thread_id, record.ns, record.checkpoint_id)
-        ):
-            record.remembered = True  # cached now: the next put builds on it at once
-            store.defer(apply_batch, record, self.defer_writes)
-            store.remember(record.thread_id, record.ns, record.parent_id, record.derived[2])
-        else:
-            store.submit(apply_batch, record)
+        It is committed (with ``full`` durability: and flushed) before this returns, unless
+        a later save of the same run is already on its way. LangGraph's default ``async``
+        durability saves checkpoints from a chain of background threads, each save waiting
+        for the one before, while the next steps run; the chain falls behind. When tasks
+        have already written on top of a newer checkpoint of the thread, that checkpoint's
+        save has been handed to the chain and comes after this one, so this one is queued
+        (see ``defer_writes``) and that save's commit takes it along (the writer thread
+        commits it after ``defer_writes`` if nothing else has). The newest save of a run
+        always commits, so a run that returns or raises has its last checkpoint stored; with
+        ``durability="sync"`` LangGraph waits for each save before the next step, so
+        nothing is queued."""
+        record, stored = self._prepared(
+            self._prepare_put, config, checkpoint, metadata, new_versions
+        )
+        if not self._queued(record):
+            self._store.submit(apply_batch, record)
         return stored
 
     async def aput(
@@ -301,10 +303,44 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async :meth:`put`: values are serialized here, the disk write runs in the
-        writer thread (group-committed with other pending writes)."""
-        record, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
-        await self._store.submit_async(apply_batch, record)
+        writer thread (group-committed with other pending writes). A checkpoint tasks have
+        already written on top of is queued, as in :meth:`put`."""
+        record, stored = self._prepared(
+            self._prepare_put, config, checkpoint, metadata, new_versions
+        )
+        if not self._queued(record):
+            await self._store.submit_async(apply_batch, record)
+            self._store.check_lost()
         return stored
+
+    def _queued(self, record: PutRecord) -> bool:
+        """Queue ``record`` for the next commit when a later save of its run is already on
+        its way (see :meth:`put`); ``False`` when it must be committed now."""
+        store = self._store
+        if (
+            record.derived is None
+            or self.defer_writes <= 0
+            or not store.superseded(record.thread_id, record.ns, record.checkpoint_id)
+        ):
+            return False
+        # cached first, so a task's late writes name their node on it (see _write_rows)
+        store.remember(record.thread_id, record.ns, record.parent_id, record.derived[2])
+        record.remembered = True
+        try:
+            store.defer(apply_batch, record, self.defer_writes)
+        except BaseException:
+            store.forget({record.thread_id})
+            raise
+        return True
+
+    def _prepared(self, prepare: Callable[..., T], *args: Any) -> T:
+        """``prepare(*args)``; if it fails (a value the serializer refuses), what is queued
+        is stored first: the run stops here, and no later commit would take it along."""
+        try:
+            return prepare(*args)
+        except BaseException:
+            self._store.flush()
+            raise
 
     def put_writes(
         self,
@@ -320,16 +356,21 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         next commit, at most ``defer_writes`` seconds away (the checkpoint LangGraph saves
         next usually takes them). With ``full`` durability they first wait up to
         ``commit_delay`` seconds for that checkpoint's commit, so both share one flush, and
-        this returns once they are on disk."""
-        record = self._prepare_writes(config, writes, task_id, task_path)
+        this returns once they are on disk. Writes saved after the checkpoint that follows
+        them (LangGraph saves both in background threads) are committed at once: no later
+        save of the run would take them along."""
+        store = self._store
+        record = self._prepared(self._prepare_writes, config, writes, task_id, task_path)
         if record.special:
-            self._store.submit(apply_batch, record)
+            store.submit(apply_batch, record)
         elif self.durability == "full":
-            self._store.submit(apply_batch, record, self.commit_delay)
-        elif self.defer_writes > 0:
-            self._store.defer(apply_batch, record, self.defer_writes)
+            store.submit(apply_batch, record, self.commit_delay)
+        elif self.defer_writes > 0 and not store.child(
+            record.thread_id, record.ns, record.checkpoint_id
+        ):
+            store.defer(apply_batch, record, self.defer_writes)
         else:
-            self._store.submit(apply_batch, record)
+            store.submit(apply_batch, record)
 
     async def aput_writes(
         self,
@@ -338,9 +379,11 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Async :meth:`put_writes` (disk write in the writer thread)."""
-        record = self._prepare_writes(config, writes, task_id, task_path)
+        """Async :meth:`put_writes` (disk write in the writer thread; with ``normal``
+        durability ordinary writes are queued for the next commit, as in :meth:`put_writes`)."""
+        record = self._prepared(self._prepare_writes, config, writes, task_id, task_path)
         await self._store.submit_async(apply_batch, record)
+        self._store.check_lost()
 
     def _prepare_put(
         self,
@@ -393,9 +436,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         )
         if record.node is not None:  # seen by the next checkpoint's early rows
             self._store.note_node(record.thread_id, record.ns, record.checkpoint_id, record.node)
-        self._store.note_writes(
-            record.thread_id, record.ns, record.checkpoint_id, special=bool(record.special)
-        )
+        self._store.note_writes(record.thread_id, record.ns, record.checkpoint_id)
         return record
 
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:

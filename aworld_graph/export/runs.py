@@ -205,6 +205,7 @@ class Run:
 
 
 def _connect(saver: TrajectorySaver) -> sqlite3.Connection:
+    saver.flush()  # this connection is our own: store what savers here still have queued
     return sqlite3.connect(f"file:{saver.path}?mode=ro", uri=True, timeout=60)
 
 

@@ -1,8 +1,11 @@
-"""``normal`` durability: a task's ordinary writes wait for the next commit (``defer_writes``).
+"""Writes nothing waits for are queued for the next commit (``defer_writes``).
 
-``put_writes`` returns once they are queued; the next commit (LangGraph's next checkpoint)
-stores them, or the writer thread after ``defer_writes`` seconds; reads and writes through
-any saver on the file in this process, ``close`` and interpreter exit store them first."""
+``normal`` durability: ``put_writes`` of ordinary channels returns once they are queued.
+Both durabilities: a ``put`` whose checkpoint tasks have already written on top of (LangGraph's
+background saves lag behind the steps) is queued too. The next commit (LangGraph's next
+checkpoint) stores them, or the writer thread after ``defer_writes`` seconds; reads and
+writes through any saver on the file in this process, ``close`` and interpreter exit store
+them first."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.types import ERROR
 
 from aworld_graph.checkpoint import TrajectorySaver
+from aworld_graph.checkpoint._write import PutRecord
 from aworld_graph.errors import ConfigError, RuntimeFailure
 
 ROOT: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
@@ -169,7 +173,7 @@ def test_a_saver_used_again_after_close_still_stores_deferred_writes(tmp_path: P
     saver.close()
 
 
-# -- checkpoints whose next step is under way ---------------------------------------------
+# -- checkpoints whose run has a later save on its way -------------------------------------
 
 
 def _stored_checkpoints(path: Path) -> set[str]:
@@ -181,61 +185,107 @@ def _config(checkpoint_id: str) -> Any:
     return {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
 
 
-def test_a_checkpoint_tasks_already_wrote_on_top_of_waits_for_the_next_commit(
-    tmp_path: Path,
+def _lagging_run(saver: TrajectorySaver) -> tuple[Any, Any, Any]:
+    """What LangGraph's background saves look like when they fall behind the steps: the
+    tasks of steps 1-3 wrote on checkpoints 0-2 before the saves of checkpoints 1 and 2
+    ran. Returns the three checkpoints; 0 is stored, 1 is put (and queued)."""
+    c0, c1, c2 = empty_checkpoint(), empty_checkpoint(), empty_checkpoint()  # ids ascend
+    saver.put(ROOT, c0, {"step": -1}, {})  # nothing newer written yet: committed
+    for checkpoint, node in ((c0, "a"), (c1, "b"), (c2, "c")):
+        saver.put_writes(
+            _config(checkpoint["id"]), [("ch", node)], f"task-{node}", f"~__pregel_pull, {node}"
+        )
+    saver.put(_config(c0["id"]), c1, {"step": 0}, {})
+    return c0, c1, c2
+
+
+@pytest.mark.parametrize("durability", ["normal", "full"])
+def test_a_checkpoint_whose_successor_is_on_its_way_is_stored_by_its_commit(
+    tmp_path: Path, durability: Any
 ) -> None:
-    """LangGraph's default (async) durability saves a checkpoint in the background while the
-    next step runs: when that step's writes came first, the run is known to go on, and the
-    checkpoint is stored by the next commit. A checkpoint nothing wrote on top of (the last
-    of a run) is committed before ``put`` returns."""
-    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
-    first = saver.put(ROOT, empty_checkpoint(), {"step": -1}, {})
-    second = empty_checkpoint()
-    saver.put_writes(_config(second["id"]), [("ch", 1)], "task", "~__pregel_pull, agent")
-    saver.put(first, second, {"step": 0}, {})
-    assert _stored_checkpoints(saver.path) == {first["configurable"]["checkpoint_id"]}
-    seen = saver.get_tuple(_config(second["id"]))  # reads in this process store it first
-    assert seen is not None and seen.pending_writes == [("task", "ch", 1)]
-    assert second["id"] in _stored_checkpoints(saver.path)
-    third = empty_checkpoint()
-    saver.put_writes(_config(third["id"]), [("ch", 2)], "task-2", "~__pregel_pull, agent")
-    saver.put(_config(second["id"]), third, {"step": 1}, {})
-    assert third["id"] not in _stored_checkpoints(saver.path)
-    last = saver.put(_config(third["id"]), empty_checkpoint(), {"step": 2}, {})
-    ids = _stored_checkpoints(saver.path)  # the last one took the queued one along
-    assert {third["id"], last["configurable"]["checkpoint_id"]} <= ids
-    assert [r.nodes for r in saver.transitions("t")][1:] == [[], ["agent"], ["agent"]]
-    saver.close()
-
-
-def test_a_checkpoint_with_a_special_write_on_top_commits_at_once(tmp_path: Path) -> None:
-    """An error or interrupt may end the run there: nothing else would commit it."""
-    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
-    first = saver.put(ROOT, empty_checkpoint(), {"step": -1}, {})
-    second = empty_checkpoint()
-    saver.put_writes(_config(second["id"]), [("ch", 1)], "ok", "~__pregel_pull, a")
-    saver.put_writes(_config(second["id"]), [(ERROR, "boom")], "failed", "~__pregel_pull, b")
-    saver.put(first, second, {"step": 0}, {})
-    assert second["id"] in _stored_checkpoints(saver.path)
-    saver.close()
-
-
-def test_a_late_task_write_names_its_node_on_a_checkpoint_still_queued(tmp_path: Path) -> None:
-    """A task's writes saved after the checkpoint that follows them (LangGraph saves both in
-    background threads) name the node on it, even when that checkpoint is queued in the same
-    commit."""
-    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
-    first = saver.put(ROOT, empty_checkpoint(), {"step": -1}, {})
-    second = empty_checkpoint()
-    saver.put_writes(_config(second["id"]), [("ch", 1)], "next", "~__pregel_pull, b")
-    saver.put(first, second, {"step": 0}, {})  # queued: a task already wrote on top
-    saver.put_writes(first, [("ch", 0)], "late", "~__pregel_pull, a")
-    saver.put(_config(second["id"]), empty_checkpoint(), {"step": 1}, {})
+    """Tasks wrote on a newer checkpoint, so that checkpoint's save is already on its way
+    (LangGraph chains its saves): this one is queued and that save's commit stores it. The
+    newest save commits (and, in ``full``, flushes) before it returns."""
+    saver = TrajectorySaver(tmp_path / "n.db", durability=durability, defer_writes=60.0)
+    c0, c1, c2 = _lagging_run(saver)
+    assert _stored_checkpoints(saver.path) == {c0["id"]}  # checkpoint 1 is queued
+    saver.put(_config(c1["id"]), c2, {"step": 1}, {})
+    assert _stored_checkpoints(saver.path) == {c0["id"], c1["id"], c2["id"]}
+    store = saver._store
+    assert durability == "normal" or store._synced == store._seq  # flushed before returning
     assert [r.nodes for r in saver.transitions("t")] == [[], ["a"], ["b"]]
     saver.close()
 
 
-def test_every_checkpoint_of_a_returned_run_is_in_the_file(tmp_path: Path) -> None:
+def test_reads_in_this_process_and_flush_store_a_queued_checkpoint(tmp_path: Path) -> None:
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+    _, c1, _ = _lagging_run(saver)
+    seen = saver.get_tuple(_config(c1["id"]))
+    assert seen is not None and seen.pending_writes == [("task-b", "ch", "b")]
+    assert c1["id"] in _stored_checkpoints(saver.path)
+    c0, c1, _ = _lagging_run(other := TrajectorySaver(tmp_path / "o.db", defer_writes=60.0))
+    other.flush()  # before reading the file with a connection of one's own
+    assert _stored_checkpoints(other.path) == {c0["id"], c1["id"]}
+    other.close()
+    saver.close()
+
+
+def test_a_save_that_fails_to_serialize_stores_what_is_queued_first(tmp_path: Path) -> None:
+    """The run stops at the failing save, so no later commit would take the queue along."""
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+    c0, c1, c2 = _lagging_run(saver)
+    c2["channel_values"]["bad"] = object()
+    with pytest.raises(Exception, match="object"):
+        saver.put(_config(c1["id"]), c2, {"step": 1}, {"bad": 1})
+    assert _stored_checkpoints(saver.path) == {c0["id"], c1["id"]}
+    saver.close()
+
+
+def test_a_queued_checkpoint_that_fails_to_commit_fails_the_save_that_took_it(
+    tmp_path: Path,
+) -> None:
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+    c0, c1, c2 = _lagging_run(saver)
+    with sqlite3.connect(saver.path) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON checkpoints WHEN NEW.step = 0 "
+            "BEGIN SELECT RAISE(ABORT, 'disk is full'); END"
+        )
+    with pytest.raises(RuntimeFailure, match=r"checkpoint.*queued.*disk is full.*resume"):
+        saver.put(_config(c1["id"]), c2, {"step": 1}, {})
+    assert c1["id"] not in _stored_checkpoints(saver.path)
+    saver.close()
+
+
+def test_late_task_writes_commit_at_once_and_name_their_node_on_a_queued_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """A task's writes saved after the checkpoint that follows them (LangGraph saves both
+    from background threads): no later save would take them along, so they commit at once,
+    naming their node on that checkpoint even while it is only queued."""
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+    c0, c1, c2 = _lagging_run(saver)  # checkpoint 1 queued
+    saver.put_writes(_config(c0["id"]), [("ch", "late")], "task-late", "~__pregel_pull, late")
+    assert c1["id"] in _stored_checkpoints(saver.path)
+    assert [r.nodes for r in saver.transitions("t")] == [[], ["a", "late"]]
+    saver.close()
+
+
+def test_a_node_noted_after_a_checkpoint_was_worked_out_is_named_at_its_commit(
+    tmp_path: Path,
+) -> None:
+    """Another thread's write can be noted after a queued checkpoint's rows were worked
+    out but before its write looked for that checkpoint: the commit names the node."""
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+    c0, c1, c2 = _lagging_run(saver)
+    saver._store.note_node("t", "", c0["id"], "racing")  # noted, but no naming row made
+    saver.put(_config(c1["id"]), c2, {"step": 1}, {})
+    assert [r.nodes for r in saver.transitions("t")] == [[], ["a", "racing"], ["b"]]
+    saver.close()
+
+
+@pytest.mark.parametrize("durability", ["normal", "full"])
+def test_every_checkpoint_of_a_returned_run_is_in_the_file(tmp_path: Path, durability: Any) -> None:
     """Runs in LangGraph's default durability: once ``invoke`` returns, another connection
     sees every checkpoint, each naming the node that produced it."""
     from langgraph.graph import END, START, StateGraph
@@ -249,7 +299,15 @@ def test_every_checkpoint_of_a_returned_run_is_in_the_file(tmp_path: Path) -> No
         graph.add_node(f"n{i}", lambda s: {"n": s["n"] + 1})
         graph.add_edge(START if i == 0 else f"n{i - 1}", f"n{i}")
     graph.add_edge("n29", END)
-    with TrajectorySaver(tmp_path / "n.db") as saver:
+    with TrajectorySaver(tmp_path / "n.db", durability=durability) as saver:
+        queued: list[Any] = []
+        defer = saver._store.defer
+
+        def counting(apply: Any, payload: Any, window: float) -> None:
+            queued.append(payload)
+            defer(apply, payload, window)
+
+        saver._store.defer = counting  # type: ignore[method-assign]
         app = graph.compile(checkpointer=saver)
         for run in range(10):
             app.invoke({"n": 0}, {"configurable": {"thread_id": f"r{run}"}})
@@ -260,3 +318,15 @@ def test_every_checkpoint_of_a_returned_run_is_in_the_file(tmp_path: Path) -> No
                 ).fetchall()
             assert [step for step, _ in rows] == list(range(-1, 31))
             assert [nodes for _, nodes in rows[2:]] == [f'["n{i}"]' for i in range(30)]
+    # the saves fell behind the steps, so checkpoints were queued (this test is about them)
+    assert any(isinstance(p, PutRecord) for p in queued)
+
+
+def test_defer_writes_0_commits_every_checkpoint_before_returning(tmp_path: Path) -> None:
+    for durability in ("normal", "full"):
+        saver = TrajectorySaver(
+            tmp_path / f"{durability}.db", durability=durability, defer_writes=0
+        )
+        c0, c1, _ = _lagging_run(saver)
+        assert _stored_checkpoints(saver.path) == {c0["id"], c1["id"]}
+        saver.close()
