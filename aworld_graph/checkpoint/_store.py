@@ -175,6 +175,8 @@ class _Ticket:
     due: float = 0.0
     """When the writer thread stores it (``time.monotonic()``; 0: at once). Deferred
     tickets (:meth:`Store.defer`) wait for another commit until then."""
+    owner: Any = None
+    """Whose deferred write it is (a failure is reported to the owner's next write)."""
 
 
 def _call_each(store: Store, conn: sqlite3.Connection, ops: list[Any]) -> list[Any]:
@@ -231,8 +233,9 @@ class Store:
     """The writer thread is polling for deferred tickets (a new one need not wake it)."""
     _window: float = field(default=0.0, init=False)
     """The longest a deferred ticket waits (the writer's polling interval)."""
-    _lost: BaseException | None = field(default=None, init=False)
-    """Why deferred writes could not be stored (raised by the next write through here)."""
+    _lost: dict[Any, BaseException] = field(default_factory=dict, init=False)
+    """Owner → why its deferred writes could not be stored (raised by its next write through
+    here; owner ``None``: by the next write of anyone)."""
     _sync_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     heads: OrderedDict[tuple[str, str], Head] = field(default_factory=OrderedDict, init=False)
     children: OrderedDict[tuple[str, str, str], str] = field(
@@ -243,6 +246,10 @@ class Store:
     )
     written: OrderedDict[tuple[str, str], str] = field(default_factory=OrderedDict, init=False)
     """Thread/namespace → the newest checkpoint id tasks have written on top of."""
+    saved: OrderedDict[tuple[str, str], str] = field(default_factory=OrderedDict, init=False)
+    """Thread/namespace → the newest checkpoint id put."""
+    failed: OrderedDict[tuple[str, str], str] = field(default_factory=OrderedDict, init=False)
+    """Thread/namespace → the newest checkpoint id a failed write was for."""
 
     def __post_init__(self) -> None:
         self.write_lock = _file_lock(self.path)
@@ -264,7 +271,7 @@ class Store:
             self.write_lock = _file_lock(self.path)
             self._seq, self._synced, self._sync_lock = 0, 0, threading.Lock()
             self._inline = None  # the parent's: never used here
-            self._defers, self._watching, self._lost = 0, False, None
+            self._defers, self._watching, self._lost = 0, False, {}
             self._peers = _file_stores(self.path)
             self._peers.add(self)
 
@@ -324,7 +331,7 @@ class Store:
         """Run ``op(conn)`` in a write transaction (see :meth:`submit`)."""
         return self.submit(_call_each, op)  # type: ignore[no-any-return]
 
-    def submit(self, apply: Apply, payload: Any, delay: float = 0.0) -> Any:
+    def submit(self, apply: Apply, payload: Any, delay: float = 0.0, owner: Any = None) -> Any:
         """Store ``payload`` with ``apply`` inside a write transaction, possibly together
         with other writers' payloads; returns its result or raises its error.
 
@@ -335,10 +342,11 @@ class Store:
         instead of two. It still returns only once its payload is stored and flushed. A
         caller that alone wrote lately does not wait (it would wait for itself).
         Without ``delay`` the caller never waits for company; payloads queued by other
-        threads meanwhile do share the commit.
+        threads meanwhile do share the commit. Deferred payloads of ``owner`` (see
+        :meth:`defer`) that could not be stored fail this call, before or after its commit.
         """
         self._after_fork()
-        self.check_lost()
+        self.check_lost(owner)
         self._flush_peers(others_only=True)
         ticket = _Ticket(apply, payload)
         me, recent = threading.get_ident(), self._callers
@@ -351,30 +359,30 @@ class Store:
         if ticket.settled is not None and ticket.settled.wait(delay):
             if ticket.error is not None:
                 raise ticket.error
-            self.check_lost()
+            self.check_lost(owner)
             return ticket.result
         self._store_queued(ticket)
         if ticket.error is not None:
             raise ticket.error
-        self.check_lost()  # a queued write this commit took along failed: say so now
+        self.check_lost(owner)  # a write of the owner's this commit took along failed
         return ticket.result
 
-    def defer(self, apply: Apply, payload: Any, window: float) -> None:
+    def defer(self, apply: Apply, payload: Any, window: float, owner: Any = None) -> None:
         """Queue ``payload`` to be stored with the next commit, and return at once.
 
         The next caller of :meth:`submit` takes it along (in LangGraph's loop: the checkpoint
         saved after the task whose writes these are); if none has within ``window``
         seconds, the writer thread commits it. Reads and writes through any store on the
         same file in this process store it first, so they see it; so do :meth:`close` and
-        interpreter exit. If it cannot be stored, the next write through this store raises
-        why. A killed process loses deferred payloads not yet committed (at most
+        interpreter exit. If it cannot be stored, the next write of ``owner`` (any write,
+        for ``None``) through this store raises why. A killed process loses deferred payloads not yet committed (at most
         ``window`` seconds' worth, give or take the interpreter's thread switch interval).
         """
         self._after_fork()
-        self.check_lost()
+        self.check_lost(owner)
         if not self._ready:  # a file that is not a checkpoint store fails here, not later
             self._release(self._acquire())
-        ticket = _Ticket(apply, payload, due=time.monotonic() + window)
+        ticket = _Ticket(apply, payload, due=time.monotonic() + window, owner=owner)
         with self._queue_cond:
             self._queue.append(ticket)
             self._defers += 1
@@ -417,20 +425,27 @@ class Store:
             if store._queue and not (others_only and store is self):
                 store.flush()
 
-    def check_lost(self) -> None:
-        """Raise, once, why queued writes could not be stored (see :meth:`defer`)."""
-        if self._lost is not None:
-            exc, self._lost = self._lost, None
-            raise RuntimeFailure(
-                f"checkpoint database {self.path}: a checkpoint or a task's writes, queued "
-                f"for the next commit, could not be stored ({exc}); the run can resume from "
-                "its last stored checkpoint, which redoes what came after it"
-            ) from exc
+    def check_lost(self, owner: Any = None) -> None:
+        """Raise, once, why deferred writes of ``owner`` (or of no owner) could not be
+        stored (see :meth:`defer`). What is still queued is stored first: the caller's run
+        stops here, and no later write of it would take the queue along."""
+        if not self._lost or (owner not in self._lost and None not in self._lost):
+            return
+        exc = self._lost.pop(owner if owner in self._lost else None)
+        try:
+            self.flush()
+        except Exception as more:  # noqa: BLE001 - the first failure is the one to report
+            log.error("aworld-graph: queued writes to %s failed: %s", self.path, more)
+        raise RuntimeFailure(
+            f"checkpoint database {self.path}: a checkpoint or a task's writes, queued "
+            f"for the next commit, could not be stored ({exc}); the run can resume from "
+            "its last stored checkpoint, which redoes what came after it"
+        ) from exc
 
-    def submit_async(self, apply: Apply, payload: Any) -> asyncio.Future[Any]:
+    def submit_async(self, apply: Apply, payload: Any, owner: Any = None) -> asyncio.Future[Any]:
         """Queue ``payload`` for the writer thread; the future resolves once committed."""
         self._after_fork()
-        self.check_lost()
+        self.check_lost(owner)
         loop = asyncio.get_running_loop()
         ticket = _Ticket(apply, payload, loop.create_future(), loop)
         with self._queue_cond:
@@ -645,9 +660,9 @@ class Store:
             if ticket.settled is not None:
                 ticket.settled.set()
             if ticket.due and ticket.error is not None:
-                # deferred: nobody waits for it, so the next write through here says why
+                # deferred: nobody waits for it, so its owner's next write says why
                 log.error("aworld-graph: deferred writes to %s failed: %s", self.path, ticket.error)
-                self._lost = ticket.error
+                self._lost[ticket.owner] = ticket.error
             if ticket.loop is not None:
                 by_loop.setdefault(ticket.loop, []).append(ticket)
         for loop, tickets in by_loop.items():
@@ -726,20 +741,38 @@ class Store:
 
     def note_writes(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
         """Note that a task wrote on top of ``checkpoint_id`` (see :meth:`superseded`)."""
-        key = (thread_id, ns)
-        with self._cache_lock:
-            if checkpoint_id > self.written.get(key, ""):
-                self.written[key] = checkpoint_id
-                self.written.move_to_end(key)
-                if len(self.written) > _CACHE_SIZE:
-                    self.written.popitem(last=False)
+        self._note_newest(self.written, (thread_id, ns), checkpoint_id)
+
+    def note_failure(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
+        """Note that a write for ``checkpoint_id`` failed before it was queued: LangGraph may
+        skip saves after it, so earlier checkpoints of the thread are not queued."""
+        self._note_newest(self.failed, (thread_id, ns), checkpoint_id)
 
     def superseded(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
-        """Whether tasks have written on top of a newer checkpoint of the thread than
-        ``checkpoint_id`` (ids are time-ordered): in LangGraph's loop, that checkpoint's
-        save is already on its way, and comes after this one's."""
+        """Note that ``checkpoint_id`` is being put, and say whether a later save of its run
+        is already on its way: tasks have written on top of a newer checkpoint of the thread
+        (ids are time-ordered) that nobody has put yet, and no write failed since (in
+        LangGraph's loop that checkpoint's save is chained after this one)."""
+        key = (thread_id, ns)
         with self._cache_lock:
-            return self.written.get((thread_id, ns), "") > checkpoint_id
+            newest = self.written.get(key, "")
+            later = (
+                newest > checkpoint_id
+                and newest > self.saved.get(key, "")
+                and self.failed.get(key, "") < checkpoint_id
+            )
+        self._note_newest(self.saved, key, checkpoint_id)
+        return later
+
+    def _note_newest(
+        self, cache: OrderedDict[tuple[str, str], str], key: tuple[str, str], value: str
+    ) -> None:
+        with self._cache_lock:
+            if value > cache.get(key, ""):
+                cache[key] = value
+                cache.move_to_end(key)
+                if len(cache) > _CACHE_SIZE:
+                    cache.popitem(last=False)
 
     def nodes_at(self, thread_id: str, ns: str, checkpoint_id: str) -> list[str]:
         """Nodes this process saw writing at ``checkpoint_id``, sorted."""

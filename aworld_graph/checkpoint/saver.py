@@ -49,6 +49,12 @@ T = TypeVar("T")
 _PAGE = 200
 
 
+def _owner(record: PutRecord | WritesRecord) -> tuple[str, str]:
+    """Whose queued write a record is: its thread and namespace (a failure to store it is
+    reported to that thread's next save, not another run's)."""
+    return record.thread_id, record.ns
+
+
 def _lookup_key(config: RunnableConfig) -> tuple[str, str, str | None]:
     """``(thread, namespace, checkpoint id or None for the latest)`` of a get_tuple call."""
     conf = config["configurable"]
@@ -287,12 +293,13 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         commits it after ``defer_writes`` if nothing else has). The newest save of a run
         always commits, so a run that returns or raises has its last checkpoint stored; with
         ``durability="sync"`` LangGraph waits for each save before the next step, so
-        nothing is queued."""
+        nothing is queued. (With two runs on one thread at once, a run's last checkpoint
+        may wait for the other run's next save, at most ``defer_writes``.)"""
         record, stored = self._prepared(
-            self._prepare_put, config, checkpoint, metadata, new_versions
+            config, self._prepare_put, config, checkpoint, metadata, new_versions
         )
         if not self._queued(record):
-            self._store.submit(apply_batch, record)
+            self._store.submit(apply_batch, record, owner=_owner(record))
         return stored
 
     async def aput(
@@ -306,11 +313,11 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         writer thread (group-committed with other pending writes). A checkpoint tasks have
         already written on top of is queued, as in :meth:`put`."""
         record, stored = self._prepared(
-            self._prepare_put, config, checkpoint, metadata, new_versions
+            config, self._prepare_put, config, checkpoint, metadata, new_versions
         )
         if not self._queued(record):
-            await self._store.submit_async(apply_batch, record)
-            self._store.check_lost()
+            await self._store.submit_async(apply_batch, record, owner=_owner(record))
+            self._store.check_lost(_owner(record))
         return stored
 
     def _queued(self, record: PutRecord) -> bool:
@@ -327,18 +334,27 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         store.remember(record.thread_id, record.ns, record.parent_id, record.derived[2])
         record.remembered = True
         try:
-            store.defer(apply_batch, record, self.defer_writes)
+            store.defer(apply_batch, record, self.defer_writes, owner=_owner(record))
         except BaseException:
             store.forget({record.thread_id})
             raise
         return True
 
-    def _prepared(self, prepare: Callable[..., T], *args: Any) -> T:
-        """``prepare(*args)``; if it fails (a value the serializer refuses), what is queued
-        is stored first: the run stops here, and no later commit would take it along."""
+    def _prepared(self, config: RunnableConfig, prepare: Callable[..., T], *args: Any) -> T:
+        """``prepare(*args)``. If it fails (a value the serializer refuses), the run may
+        stop here with no later commit to take the queue along (LangGraph skips a save
+        whose task writes failed), so what is queued is stored first, and the thread's
+        earlier checkpoints are no longer queued."""
         try:
             return prepare(*args)
         except BaseException:
+            conf = config.get("configurable") or {}
+            if conf.get("thread_id") is not None:
+                self._store.note_failure(
+                    str(conf["thread_id"]),
+                    conf.get("checkpoint_ns", ""),
+                    str(conf.get("checkpoint_id") or ""),
+                )
             self._store.flush()
             raise
 
@@ -360,17 +376,18 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         them (LangGraph saves both in background threads) are committed at once: no later
         save of the run would take them along."""
         store = self._store
-        record = self._prepared(self._prepare_writes, config, writes, task_id, task_path)
+        record = self._prepared(config, self._prepare_writes, config, writes, task_id, task_path)
+        owner = _owner(record)
         if record.special:
-            store.submit(apply_batch, record)
+            store.submit(apply_batch, record, owner=owner)
         elif self.durability == "full":
-            store.submit(apply_batch, record, self.commit_delay)
+            store.submit(apply_batch, record, self.commit_delay, owner)
         elif self.defer_writes > 0 and not store.child(
             record.thread_id, record.ns, record.checkpoint_id
         ):
-            store.defer(apply_batch, record, self.defer_writes)
+            store.defer(apply_batch, record, self.defer_writes, owner)
         else:
-            store.submit(apply_batch, record)
+            store.submit(apply_batch, record, owner=owner)
 
     async def aput_writes(
         self,
@@ -379,11 +396,10 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Async :meth:`put_writes` (disk write in the writer thread; with ``normal``
-        durability ordinary writes are queued for the next commit, as in :meth:`put_writes`)."""
-        record = self._prepared(self._prepare_writes, config, writes, task_id, task_path)
-        await self._store.submit_async(apply_batch, record)
-        self._store.check_lost()
+        """Async :meth:`put_writes` (disk write in the writer thread)."""
+        record = self._prepared(config, self._prepare_writes, config, writes, task_id, task_path)
+        await self._store.submit_async(apply_batch, record, owner=_owner(record))
+        self._store.check_lost(_owner(record))
 
     def _prepare_put(
         self,

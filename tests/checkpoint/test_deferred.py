@@ -257,6 +257,53 @@ def test_a_queued_checkpoint_that_fails_to_commit_fails_the_save_that_took_it(
     saver.close()
 
 
+def test_a_queued_checkpoint_that_fails_is_reported_to_its_own_thread_only(tmp_path: Path) -> None:
+    """Another thread's save may commit the queue: that save does not fail for it; the
+    thread the checkpoint belongs to does, at its next save."""
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+    c0, c1, c2 = _lagging_run(saver)
+    with sqlite3.connect(saver.path) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON checkpoints WHEN NEW.step = 0 "
+            "BEGIN SELECT RAISE(ABORT, 'disk is full'); END"
+        )
+    other = {"configurable": {"thread_id": "other", "checkpoint_ns": ""}}
+    saver.put(other, empty_checkpoint(), {"step": -1}, {})  # commits the queue: t's fails
+    assert c1["id"] not in _stored_checkpoints(saver.path)
+    with pytest.raises(RuntimeFailure, match=r"queued.*disk is full"):
+        saver.put(_config(c1["id"]), c2, {"step": 1}, {})
+    saver.close()
+
+
+def test_a_newer_checkpoint_already_saved_by_another_run_does_not_queue(tmp_path: Path) -> None:
+    """Two runs on one thread: writes on the other run's newer checkpoint, whose save has
+    already been made, promise no later save to this run. (Only ids count here; the
+    parent links are whatever lets this saver work the rows out at once.)"""
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+    first = saver.put(ROOT, empty_checkpoint(), {"step": -1}, {})
+    mine, theirs = empty_checkpoint(), empty_checkpoint()  # theirs is newer
+    saver.put_writes(_config(theirs["id"]), [("ch", 1)], "task", "~__pregel_pull, a")
+    saved = saver.put(first, theirs, {"step": 0}, {})  # the other run's save
+    saver.put(saved, mine, {"step": 1}, {})  # this run's last save
+    assert mine["id"] in _stored_checkpoints(saver.path)
+    saver.close()
+
+
+def test_after_a_failed_task_write_the_thread_queues_no_older_checkpoint(tmp_path: Path) -> None:
+    """LangGraph skips the save a failed task write belongs to, so nothing would commit a
+    checkpoint queued behind it."""
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+    c0, c1, c2 = _lagging_run(saver)
+    saver.flush()
+    c3 = empty_checkpoint()
+    saver.put_writes(_config(c3["id"]), [("ch", "c3")], "task-d", "~__pregel_pull, d")
+    with pytest.raises(Exception, match="object"):
+        saver.put_writes(_config(c3["id"]), [("bad", object())], "task-e", "~__pregel_pull, e")
+    saver.put(_config(c1["id"]), c2, {"step": 1}, {})  # superseded by c3, but c3 failed
+    assert c2["id"] in _stored_checkpoints(saver.path)
+    saver.close()
+
+
 def test_late_task_writes_commit_at_once_and_name_their_node_on_a_queued_checkpoint(
     tmp_path: Path,
 ) -> None:
@@ -303,9 +350,9 @@ def test_every_checkpoint_of_a_returned_run_is_in_the_file(tmp_path: Path, durab
         queued: list[Any] = []
         defer = saver._store.defer
 
-        def counting(apply: Any, payload: Any, window: float) -> None:
+        def counting(apply: Any, payload: Any, *rest: Any, **named: Any) -> None:
             queued.append(payload)
-            defer(apply, payload, window)
+            defer(apply, payload, *rest, **named)
 
         saver._store.defer = counting  # type: ignore[method-assign]
         app = graph.compile(checkpointer=saver)
