@@ -241,16 +241,23 @@ def test_a_save_that_fails_to_serialize_stores_what_is_queued_first(tmp_path: Pa
     saver.close()
 
 
-def test_a_queued_checkpoint_that_fails_to_commit_fails_the_save_that_took_it(
-    tmp_path: Path,
-) -> None:
+def _lagging_run_whose_queued_checkpoint_fails(tmp_path: Path) -> tuple[TrajectorySaver, Any, Any]:
+    """:func:`_lagging_run` with checkpoint 1 queued and bound to fail at its commit (a
+    trigger stands in for a disk error)."""
     saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
-    c0, c1, c2 = _lagging_run(saver)
+    _, c1, c2 = _lagging_run(saver)
     with sqlite3.connect(saver.path) as conn:
         conn.execute(
             "CREATE TRIGGER refuse BEFORE INSERT ON checkpoints WHEN NEW.step = 0 "
             "BEGIN SELECT RAISE(ABORT, 'disk is full'); END"
         )
+    return saver, c1, c2
+
+
+def test_a_queued_checkpoint_that_fails_to_commit_fails_the_save_that_took_it(
+    tmp_path: Path,
+) -> None:
+    saver, c1, c2 = _lagging_run_whose_queued_checkpoint_fails(tmp_path)
     with pytest.raises(RuntimeFailure, match=r"checkpoint.*queued.*disk is full.*resume"):
         saver.put(_config(c1["id"]), c2, {"step": 1}, {})
     assert c1["id"] not in _stored_checkpoints(saver.path)
@@ -260,13 +267,7 @@ def test_a_queued_checkpoint_that_fails_to_commit_fails_the_save_that_took_it(
 def test_a_queued_checkpoint_that_fails_is_reported_to_its_own_thread_only(tmp_path: Path) -> None:
     """Another thread's save may commit the queue: that save does not fail for it; the
     thread the checkpoint belongs to does, at its next save."""
-    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
-    c0, c1, c2 = _lagging_run(saver)
-    with sqlite3.connect(saver.path) as conn:
-        conn.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON checkpoints WHEN NEW.step = 0 "
-            "BEGIN SELECT RAISE(ABORT, 'disk is full'); END"
-        )
+    saver, c1, c2 = _lagging_run_whose_queued_checkpoint_fails(tmp_path)
     other = {"configurable": {"thread_id": "other", "checkpoint_ns": ""}}
     saver.put(other, empty_checkpoint(), {"step": -1}, {})  # commits the queue: t's fails
     assert c1["id"] not in _stored_checkpoints(saver.path)
