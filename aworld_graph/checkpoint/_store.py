@@ -183,6 +183,20 @@ def _call_each(store: Store, conn: sqlite3.Connection, ops: list[Any]) -> list[A
     return [op(conn) for op in ops]
 
 
+def _nothing(conn: sqlite3.Connection) -> None:
+    """An empty write (:meth:`Store.aflush` queues one to have the writer commit the queue)."""
+
+
+def _lost_error(path: Path, exc: BaseException) -> RuntimeFailure:
+    error = RuntimeFailure(
+        f"checkpoint database {path}: a checkpoint or a task's writes, queued for the next "
+        f"commit, could not be stored ({exc}); the run can resume from its last stored "
+        "checkpoint, which redoes what came after it"
+    )
+    error.__cause__ = exc
+    return error
+
+
 def _settle(tickets: list[_Ticket]) -> None:
     for ticket in tickets:
         future = ticket.future
@@ -250,6 +264,8 @@ class Store:
     """Thread/namespace → the newest checkpoint id put."""
     failed: OrderedDict[tuple[str, str], str] = field(default_factory=OrderedDict, init=False)
     """Thread/namespace → the newest checkpoint id a failed write was for."""
+    ended: OrderedDict[tuple[str, str, str], None] = field(default_factory=OrderedDict, init=False)
+    """Checkpoints an error or interrupt was written for (the run stops there)."""
 
     def __post_init__(self) -> None:
         self.write_lock = _file_lock(self.path)
@@ -425,27 +441,53 @@ class Store:
             if store._queue and not (others_only and store is self):
                 store.flush()
 
-    def check_lost(self, owner: Any = None) -> None:
+    def check_lost(self, owner: Any = None, *, flush: bool = True) -> None:
         """Raise, once, why deferred writes of ``owner`` (or of no owner) could not be
-        stored (see :meth:`defer`). What is still queued is stored first: the caller's run
-        stops here, and no later write of it would take the queue along."""
-        if not self._lost or (owner not in self._lost and None not in self._lost):
+        stored (see :meth:`defer`). What is still queued is stored first (``flush``; async
+        callers use :meth:`acheck_lost` instead): the caller's run stops here, and no later
+        write of it would take the queue along."""
+        exc = self._take_lost(owner)
+        if exc is None:
             return
-        exc = self._lost.pop(owner if owner in self._lost else None)
+        if flush:
+            try:
+                self.flush()
+            except Exception as more:  # noqa: BLE001 - the first failure is the one to report
+                log.error("aworld-graph: queued writes to %s failed: %s", self.path, more)
+        raise _lost_error(self.path, exc)
+
+    async def acheck_lost(self, owner: Any = None) -> None:
+        """:meth:`check_lost` for the event loop: the writer thread stores the queue."""
+        exc = self._take_lost(owner)
+        if exc is None:
+            return
         try:
-            self.flush()
+            await self.aflush()
         except Exception as more:  # noqa: BLE001 - the first failure is the one to report
             log.error("aworld-graph: queued writes to %s failed: %s", self.path, more)
-        raise RuntimeFailure(
-            f"checkpoint database {self.path}: a checkpoint or a task's writes, queued "
-            f"for the next commit, could not be stored ({exc}); the run can resume from "
-            "its last stored checkpoint, which redoes what came after it"
-        ) from exc
+        raise _lost_error(self.path, exc)
+
+    async def aflush(self) -> None:
+        """:meth:`flush` for the event loop: the writer thread commits what is queued."""
+        if self._queue:
+            await self.submit_async(_call_each, _nothing)
+
+    def _take_lost(self, owner: Any) -> BaseException | None:
+        if not self._lost:
+            return None
+        return self._lost.pop(owner, None) or self._lost.pop(None, None)
+
+    def discard_lost(self, thread_ids: set[str]) -> None:
+        """Drop the failures kept for deleted threads (a new thread of the same id starts
+        clean)."""
+        for owner in list(self._lost):
+            if isinstance(owner, tuple) and owner[0] in thread_ids:
+                self._lost.pop(owner, None)
 
     def submit_async(self, apply: Apply, payload: Any, owner: Any = None) -> asyncio.Future[Any]:
         """Queue ``payload`` for the writer thread; the future resolves once committed."""
         self._after_fork()
-        self.check_lost(owner)
+        self.check_lost(owner, flush=False)  # the writer commits the queue meanwhile
         loop = asyncio.get_running_loop()
         ticket = _Ticket(apply, payload, loop.create_future(), loop)
         with self._queue_cond:
@@ -739,9 +781,23 @@ class Store:
             elif node not in names:
                 names.append(node)
 
-    def note_writes(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
-        """Note that a task wrote on top of ``checkpoint_id`` (see :meth:`superseded`)."""
+    def note_writes(self, thread_id: str, ns: str, checkpoint_id: str, *, special: bool) -> None:
+        """Note that a task wrote on top of ``checkpoint_id`` (see :meth:`superseded`), an
+        error or interrupt if ``special`` (see :meth:`may_defer_writes`)."""
         self._note_newest(self.written, (thread_id, ns), checkpoint_id)
+        if special:
+            with self._cache_lock:
+                self.ended[(thread_id, ns, checkpoint_id)] = None
+                if len(self.ended) > _CACHE_SIZE:
+                    self.ended.popitem(last=False)
+
+    def may_defer_writes(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
+        """Whether a later save of the run will take ordinary writes for ``checkpoint_id``
+        along: not when the checkpoint after it is already put, nor when an error or
+        interrupt was written for it (the run stops there)."""
+        key = (thread_id, ns, checkpoint_id)
+        with self._cache_lock:
+            return key not in self.children and key not in self.ended
 
     def note_failure(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
         """Note that a write for ``checkpoint_id`` failed before it was queued: LangGraph may

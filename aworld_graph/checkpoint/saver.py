@@ -312,23 +312,25 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """Async :meth:`put`: values are serialized here, the disk write runs in the
         writer thread (group-committed with other pending writes). A checkpoint tasks have
         already written on top of is queued, as in :meth:`put`."""
-        record, stored = self._prepared(
-            config, self._prepare_put, config, checkpoint, metadata, new_versions
-        )
+        try:
+            record, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
+        except BaseException:
+            self._failed(config)
+            await self._store.aflush()
+            raise
         if not self._queued(record):
-            await self._store.submit_async(apply_batch, record, owner=_owner(record))
-            self._store.check_lost(_owner(record))
+            owner = _owner(record)
+            await self._store.acheck_lost(owner)
+            await self._store.submit_async(apply_batch, record, owner=owner)
+            await self._store.acheck_lost(owner)
         return stored
 
     def _queued(self, record: PutRecord) -> bool:
         """Queue ``record`` for the next commit when a later save of its run is already on
         its way (see :meth:`put`); ``False`` when it must be committed now."""
         store = self._store
-        if (
-            record.derived is None
-            or self.defer_writes <= 0
-            or not store.superseded(record.thread_id, record.ns, record.checkpoint_id)
-        ):
+        later = store.superseded(record.thread_id, record.ns, record.checkpoint_id)
+        if not later or record.derived is None or self.defer_writes <= 0:
             return False
         # cached first, so a task's late writes name their node on it (see _write_rows)
         store.remember(record.thread_id, record.ns, record.parent_id, record.derived[2])
@@ -341,22 +343,27 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         return True
 
     def _prepared(self, config: RunnableConfig, prepare: Callable[..., T], *args: Any) -> T:
-        """``prepare(*args)``. If it fails (a value the serializer refuses), the run may
-        stop here with no later commit to take the queue along (LangGraph skips a save
-        whose task writes failed), so what is queued is stored first, and the thread's
-        earlier checkpoints are no longer queued."""
+        """``prepare(*args)``; if it fails, :meth:`_failed` and what is queued is stored
+        before the error is raised."""
         try:
             return prepare(*args)
         except BaseException:
-            conf = config.get("configurable") or {}
-            if conf.get("thread_id") is not None:
-                self._store.note_failure(
-                    str(conf["thread_id"]),
-                    conf.get("checkpoint_ns", ""),
-                    str(conf.get("checkpoint_id") or ""),
-                )
+            self._failed(config)
             self._store.flush()
             raise
+
+    def _failed(self, config: RunnableConfig) -> None:
+        """A save or task write for ``config`` failed before it was queued (a value the
+        serializer refuses): the run may stop here with no later commit to take the queue
+        along (LangGraph skips a save whose task writes failed), so the thread's earlier
+        checkpoints are no longer queued."""
+        conf = config.get("configurable") or {}
+        if conf.get("thread_id") is not None:
+            self._store.note_failure(
+                str(conf["thread_id"]),
+                conf.get("checkpoint_ns", ""),
+                str(conf.get("checkpoint_id") or ""),
+            )
 
     def put_writes(
         self,
@@ -373,8 +380,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         next usually takes them). With ``full`` durability they first wait up to
         ``commit_delay`` seconds for that checkpoint's commit, so both share one flush, and
         this returns once they are on disk. Writes saved after the checkpoint that follows
-        them (LangGraph saves both in background threads) are committed at once: no later
-        save of the run would take them along."""
+        them (LangGraph saves both in background threads), or after an error or interrupt
+        was written for the same checkpoint (the run stops there), are committed at once:
+        no later save of the run would take them along."""
         store = self._store
         record = self._prepared(config, self._prepare_writes, config, writes, task_id, task_path)
         owner = _owner(record)
@@ -382,7 +390,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             store.submit(apply_batch, record, owner=owner)
         elif self.durability == "full":
             store.submit(apply_batch, record, self.commit_delay, owner)
-        elif self.defer_writes > 0 and not store.child(
+        elif self.defer_writes > 0 and store.may_defer_writes(
             record.thread_id, record.ns, record.checkpoint_id
         ):
             store.defer(apply_batch, record, self.defer_writes, owner)
@@ -397,9 +405,16 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Async :meth:`put_writes` (disk write in the writer thread)."""
-        record = self._prepared(config, self._prepare_writes, config, writes, task_id, task_path)
-        await self._store.submit_async(apply_batch, record, owner=_owner(record))
-        self._store.check_lost(_owner(record))
+        try:
+            record = self._prepare_writes(config, writes, task_id, task_path)
+        except BaseException:
+            self._failed(config)
+            await self._store.aflush()
+            raise
+        owner = _owner(record)
+        await self._store.acheck_lost(owner)
+        await self._store.submit_async(apply_batch, record, owner=owner)
+        await self._store.acheck_lost(owner)
 
     def _prepare_put(
         self,
@@ -452,7 +467,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         )
         if record.node is not None:  # seen by the next checkpoint's early rows
             self._store.note_node(record.thread_id, record.ns, record.checkpoint_id, record.node)
-        self._store.note_writes(record.thread_id, record.ns, record.checkpoint_id)
+        self._store.note_writes(
+            record.thread_id, record.ns, record.checkpoint_id, special=bool(record.special)
+        )
         return record
 
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
@@ -476,6 +493,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """Delete every checkpoint, write, blob and trajectory row of ``thread_id``."""
         self._store.run(partial(_retention.delete_threads, thread_ids=[str(thread_id)]))
         self._store.forget({str(thread_id)})
+        self._store.discard_lost({str(thread_id)})
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata ``run_id`` is listed."""
@@ -484,6 +502,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         ids = [str(r) for r in run_ids]
         threads = self._store.run(lambda conn: _retention.delete_runs(conn, self.serde, ids))
         self._store.forget(threads)
+        self._store.discard_lost(threads)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy all of ``source_thread_id`` (checkpoints, writes, values) to a new thread."""
@@ -498,6 +517,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             return
         if strategy == "delete":
             self._store.run(partial(_retention.delete_threads, thread_ids=ids))
+            self._store.discard_lost(set(ids))
         elif strategy == "keep_latest":
             self.prune_keep_last(1, ids)
         else:

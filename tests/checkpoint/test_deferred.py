@@ -9,6 +9,7 @@ them first."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import subprocess
 import sys
@@ -288,6 +289,54 @@ def test_a_newer_checkpoint_already_saved_by_another_run_does_not_queue(tmp_path
     saver.put(saved, mine, {"step": 1}, {})  # this run's last save
     assert mine["id"] in _stored_checkpoints(saver.path)
     saver.close()
+    # the same when the other run's save was not worked out early (its parent is not the
+    # checkpoint this saver wrote last)
+    saver = TrajectorySaver(tmp_path / "m.db", defer_writes=60.0)
+    first, other, mine, theirs = (empty_checkpoint() for _ in range(4))  # ids ascend
+    saver.put(ROOT, first, {"step": -1}, {})
+    saver.put(_config(first["id"]), other, {"step": 0}, {})
+    saver.put_writes(_config(theirs["id"]), [("ch", 1)], "task", "~__pregel_pull, a")
+    saver.put(_config(first["id"]), theirs, {"step": 0}, {})
+    saver.put(_config(theirs["id"]), mine, {"step": 1}, {})
+    assert mine["id"] in _stored_checkpoints(saver.path)
+    saver.close()
+
+
+def test_writes_for_a_checkpoint_an_error_or_interrupt_ended_commit_at_once(
+    tmp_path: Path,
+) -> None:
+    """A slower parallel task's writes arriving after another task's interrupt: the run
+    stops at that checkpoint, so no later save would take them along."""
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+    config = saver.put(ROOT, empty_checkpoint(), {"step": -1}, {})
+    saver.put_writes(config, [(ERROR, "boom")], "failed", "~__pregel_pull, a")
+    saver.put_writes(config, [("ch", 1)], "slow", "~__pregel_pull, b")
+    assert _stored_writes(saver.path) == [("failed", ERROR), ("slow", "ch")]
+    saver.close()
+
+
+def test_deleting_a_thread_drops_its_queued_failure(tmp_path: Path) -> None:
+    saver, c1, c2 = _lagging_run_whose_queued_checkpoint_fails(tmp_path)
+    saver.flush()  # the queued checkpoint fails; kept for thread t's next write
+    saver.delete_thread("t")
+    saver.put(ROOT, empty_checkpoint(), {"step": -1}, {})  # a new thread t starts clean
+    saver.close()
+
+
+def test_async_saves_store_the_queue_through_the_writer_when_one_fails(tmp_path: Path) -> None:
+    """``aput`` never commits on the event loop: a failing save has the writer thread
+    store what is queued before the error is raised."""
+
+    async def main() -> None:
+        saver = TrajectorySaver(tmp_path / "n.db", defer_writes=60.0)
+        c0, c1, c2 = _lagging_run(saver)
+        c2["channel_values"]["bad"] = object()
+        with pytest.raises(Exception, match="object"):
+            await saver.aput(_config(c1["id"]), c2, {"step": 1}, {"bad": 1})
+        assert _stored_checkpoints(saver.path) == {c0["id"], c1["id"]}
+        await saver.__aexit__(None, None, None)
+
+    asyncio.run(main())
 
 
 def test_after_a_failed_task_write_the_thread_queues_no_older_checkpoint(tmp_path: Path) -> None:
