@@ -112,8 +112,7 @@ def flush_file(path: Path) -> None:
     that open their own connection)."""
     peers = _FILE_STORES.get(os.path.realpath(path))
     for store in peers.stores() if peers is not None else ():
-        if store._queue:
-            store.flush()
+        store.flush()
 
 
 def _flush_all() -> None:
@@ -409,12 +408,15 @@ class Store:
                 self._queue_cond.notify()
 
     def flush(self) -> None:
-        """Store every queued payload now (deferred ones included)."""
+        """Store every queued payload now (deferred ones included), and wait for a batch
+        the writer thread has taken but not committed yet."""
         self._after_fork()
         with self._queue_cond:
             last = self._queue[-1] if self._queue else None
         if last is not None:
             self._store_queued(last)
+        with self.write_lock:  # the writer commits holding it
+            pass
 
     def _store_queued(self, until: _Ticket | None = None) -> None:
         """Commit queued tickets, a batch at a time, until ``until`` is committed (or, without
@@ -468,9 +470,9 @@ class Store:
         raise _lost_error(self.path, exc)
 
     async def aflush(self) -> None:
-        """:meth:`flush` for the event loop: the writer thread commits what is queued."""
-        if self._queue:
-            await self.submit_async(_call_each, _nothing)
+        """:meth:`flush` for the event loop: the writer thread commits what is queued (an
+        empty write queued behind it resolves once a batch it had already taken is in)."""
+        await self.submit_async(_call_each, _nothing)
 
     def _take_lost(self, owner: Any) -> BaseException | None:
         if not self._lost:
@@ -484,10 +486,9 @@ class Store:
             if isinstance(owner, tuple) and owner[0] in thread_ids:
                 self._lost.pop(owner, None)
 
-    def submit_async(self, apply: Apply, payload: Any, owner: Any = None) -> asyncio.Future[Any]:
+    def submit_async(self, apply: Apply, payload: Any) -> asyncio.Future[Any]:
         """Queue ``payload`` for the writer thread; the future resolves once committed."""
         self._after_fork()
-        self.check_lost(owner, flush=False)  # the writer commits the queue meanwhile
         loop = asyncio.get_running_loop()
         ticket = _Ticket(apply, payload, loop.create_future(), loop)
         with self._queue_cond:
@@ -577,7 +578,10 @@ class Store:
         while True:
             if self._stopping:
                 self._watching = False  # the next deferred write starts a writer again
-                return bool(self._queue)
+                if self._queue:
+                    return True
+                self._writer = None  # a write queued from now on starts a new thread
+                return False
             if self._queue:
                 wait = min(t.due for t in self._queue) - time.monotonic()
                 if wait <= 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -44,6 +45,8 @@ from ._write import (
 )
 
 __all__ = ["TrajectorySaver"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _PAGE = 200
@@ -315,13 +318,12 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         try:
             record, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
         except BaseException:
-            self._failed(config)
-            await self._store.aflush()
+            await self._afailed(config)
             raise
+        owner = _owner(record)
+        await self._store.acheck_lost(owner)  # before _queued: defer() would flush inline
         if not self._queued(record):
-            owner = _owner(record)
-            await self._store.acheck_lost(owner)
-            await self._store.submit_async(apply_batch, record, owner=owner)
+            await self._store.submit_async(apply_batch, record)
             await self._store.acheck_lost(owner)
         return stored
 
@@ -351,6 +353,15 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             self._failed(config)
             self._store.flush()
             raise
+
+    async def _afailed(self, config: RunnableConfig) -> None:
+        """:meth:`_failed`, then the writer thread stores what is queued (the error being
+        raised is the one to report, whatever that commit says)."""
+        self._failed(config)
+        try:
+            await self._store.aflush()
+        except Exception as exc:  # noqa: BLE001
+            log.error("aworld-graph: queued writes to %s failed: %s", self.path, exc)
 
     def _failed(self, config: RunnableConfig) -> None:
         """A save or task write for ``config`` failed before it was queued (a value the
@@ -408,12 +419,11 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         try:
             record = self._prepare_writes(config, writes, task_id, task_path)
         except BaseException:
-            self._failed(config)
-            await self._store.aflush()
+            await self._afailed(config)
             raise
         owner = _owner(record)
         await self._store.acheck_lost(owner)
-        await self._store.submit_async(apply_batch, record, owner=owner)
+        await self._store.submit_async(apply_batch, record)
         await self._store.acheck_lost(owner)
 
     def _prepare_put(
@@ -501,8 +511,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             return
         ids = [str(r) for r in run_ids]
         threads = self._store.run(lambda conn: _retention.delete_runs(conn, self.serde, ids))
-        self._store.forget(threads)
-        self._store.discard_lost(threads)
+        self._store.forget(threads)  # (their failures stay: other runs of them may go on)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy all of ``source_thread_id`` (checkpoints, writes, values) to a new thread."""

@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -427,3 +428,34 @@ def test_defer_writes_0_commits_every_checkpoint_before_returning(tmp_path: Path
         c0, c1, _ = _lagging_run(saver)
         assert _stored_checkpoints(saver.path) == {c0["id"], c1["id"]}
         saver.close()
+
+
+def test_flush_waits_for_a_batch_the_writer_thread_is_committing(tmp_path: Path) -> None:
+    """The writer may have taken the queue and be waiting for the file's write lock (another
+    process holds it): flush, and so exit, wait for that commit rather than return early."""
+    saver = TrajectorySaver(tmp_path / "n.db", defer_writes=0.01)
+    c0, c1, _ = _lagging_run(saver)
+    holder = sqlite3.connect(saver.path, timeout=60, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.5, holder.commit)
+    for _ in range(1000):  # until the writer has taken the queued checkpoint
+        if not saver._store._queue:
+            break
+        time.sleep(0.005)
+    release.start()
+    saver.flush()
+    assert c1["id"] in _stored_checkpoints(saver.path)
+    release.join()
+    holder.close()
+    saver.close()
+
+
+def test_deleting_runs_keeps_the_failure_of_a_thread_still_in_use(tmp_path: Path) -> None:
+    saver, c1, c2 = _lagging_run_whose_queued_checkpoint_fails(tmp_path)
+    saver.flush()  # checkpoint 1 fails; kept for thread t's next write
+    with sqlite3.connect(saver.path) as conn:  # an earlier run of the thread
+        conn.execute("UPDATE checkpoints SET run_id = 'old'")
+    saver.delete_for_runs(["old"])
+    with pytest.raises(RuntimeFailure, match="disk is full"):
+        saver.put(_config(c1["id"]), c2, {"step": 1}, {})
+    saver.close()
