@@ -162,12 +162,8 @@ def _chain_graph(n: int, saver: BaseCheckpointSaver | None) -> Any:
 
         return node
 
-    for i in range(n):
-        g.add_node(f"n{i}", make(i))
-    g.add_edge(START, "n0")
-    for i in range(n - 1):
-        g.add_edge(f"n{i}", f"n{i + 1}")
-    g.add_edge(f"n{n - 1}", END)
+    g.add_sequence([(f"n{i}", make(i)) for i in range(n)])
+    g.add_edge(START, "n0").add_edge(f"n{n - 1}", END)
     return g.compile(checkpointer=saver)
 
 

@@ -264,7 +264,7 @@ class Store:
     failed: OrderedDict[tuple[str, str], str] = field(default_factory=OrderedDict, init=False)
     """Thread/namespace → the newest checkpoint id a failed write was for."""
     ended: OrderedDict[tuple[str, str, str], None] = field(default_factory=OrderedDict, init=False)
-    """Checkpoints an error or interrupt was written for (the run stops there)."""
+    """Checkpoints an error, interrupt or resume was written for (the run may stop there)."""
 
     def __post_init__(self) -> None:
         self.write_lock = _file_lock(self.path)
@@ -390,8 +390,9 @@ class Store:
         seconds, the writer thread commits it. Reads and writes through any store on the
         same file in this process store it first, so they see it; so do :meth:`close` and
         interpreter exit. If it cannot be stored, the next write of ``owner`` (any write,
-        for ``None``) through this store raises why. A killed process loses deferred payloads not yet committed (at most
-        ``window`` seconds' worth, give or take the interpreter's thread switch interval).
+        for ``None``) through this store raises why. A killed process loses deferred
+        payloads not yet committed (at most ``window`` seconds' worth, give or take the
+        interpreter's thread switch interval).
         """
         self._after_fork()
         self.check_lost(owner)
@@ -787,7 +788,7 @@ class Store:
 
     def note_writes(self, thread_id: str, ns: str, checkpoint_id: str, *, special: bool) -> None:
         """Note that a task wrote on top of ``checkpoint_id`` (see :meth:`superseded`), an
-        error or interrupt if ``special`` (see :meth:`may_defer_writes`)."""
+        error, interrupt or resume if ``special`` (see :meth:`may_defer_writes`)."""
         self._note_newest(self.written, (thread_id, ns), checkpoint_id)
         if special:
             with self._cache_lock:
@@ -797,8 +798,8 @@ class Store:
 
     def may_defer_writes(self, thread_id: str, ns: str, checkpoint_id: str) -> bool:
         """Whether a later save of the run will take ordinary writes for ``checkpoint_id``
-        along: not when the checkpoint after it is already put, nor when an error or
-        interrupt was written for it (the run stops there)."""
+        along: not when the checkpoint after it is already put, nor when an error,
+        interrupt or resume was written for it (the run may stop there)."""
         key = (thread_id, ns, checkpoint_id)
         with self._cache_lock:
             return key not in self.children and key not in self.ended

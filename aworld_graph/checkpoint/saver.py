@@ -130,7 +130,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         if defer_writes < 0:
             raise ConfigError("TrajectorySaver(defer_writes=...) must be 0 or more seconds")
         self.defer_writes = defer_writes
-        """Seconds a ``normal`` sync ``put_writes`` may leave its writes for the next commit."""
+        """Seconds a queued write (``normal`` sync ``put_writes``; a ``put`` whose run has a
+        later save on its way) may wait for the next commit."""
         self._store = Store(self.path, durability)
 
     def __repr__(self) -> str:
@@ -299,7 +300,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         nothing is queued. (With two runs on one thread at once, a run's last checkpoint
         may wait for the other run's next save, at most ``defer_writes``.)"""
         record, stored = self._prepared(
-            config, self._prepare_put, config, checkpoint, metadata, new_versions
+            self._prepare_put, config, checkpoint, metadata, new_versions
         )
         if not self._queued(record):
             self._store.submit(apply_batch, record, owner=_owner(record))
@@ -313,8 +314,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async :meth:`put`: values are serialized here, the disk write runs in the
-        writer thread (group-committed with other pending writes). A checkpoint tasks have
-        already written on top of is queued, as in :meth:`put`."""
+        writer thread (group-committed with other pending writes). A checkpoint whose run
+        already has a later save on its way is queued, as in :meth:`put`."""
         try:
             record, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
         except BaseException:
@@ -344,11 +345,11 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             raise
         return True
 
-    def _prepared(self, config: RunnableConfig, prepare: Callable[..., T], *args: Any) -> T:
-        """``prepare(*args)``; if it fails, :meth:`_failed` and what is queued is stored
-        before the error is raised."""
+    def _prepared(self, prepare: Callable[..., T], config: RunnableConfig, *rest: Any) -> T:
+        """``prepare(config, *rest)``; if it fails, :meth:`_failed` and what is queued is
+        stored before the error is raised."""
         try:
-            return prepare(*args)
+            return prepare(config, *rest)
         except BaseException:
             self._failed(config)
             self._store.flush()
@@ -392,10 +393,10 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         ``commit_delay`` seconds for that checkpoint's commit, so both share one flush, and
         this returns once they are on disk. Writes saved after the checkpoint that follows
         them (LangGraph saves both in background threads), or after an error or interrupt
-        was written for the same checkpoint (the run stops there), are committed at once:
+        was written for the same checkpoint (the run may stop there), are committed at once:
         no later save of the run would take them along."""
         store = self._store
-        record = self._prepared(config, self._prepare_writes, config, writes, task_id, task_path)
+        record = self._prepared(self._prepare_writes, config, writes, task_id, task_path)
         owner = _owner(record)
         if record.special:
             store.submit(apply_batch, record, owner=owner)

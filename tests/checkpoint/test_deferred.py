@@ -392,11 +392,10 @@ def test_every_checkpoint_of_a_returned_run_is_in_the_file(tmp_path: Path, durab
     class State(TypedDict):
         n: int
 
-    graph = StateGraph(State)
-    for i in range(30):
-        graph.add_node(f"n{i}", lambda s: {"n": s["n"] + 1})
-        graph.add_edge(START if i == 0 else f"n{i - 1}", f"n{i}")
-    graph.add_edge("n29", END)
+    graph = StateGraph(State).add_sequence(
+        [(f"n{i}", lambda s: {"n": s["n"] + 1}) for i in range(30)]
+    )
+    graph.add_edge(START, "n0").add_edge("n29", END)
     with TrajectorySaver(tmp_path / "n.db", durability=durability) as saver:
         queued: list[Any] = []
         defer = saver._store.defer

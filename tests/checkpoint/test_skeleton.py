@@ -39,13 +39,8 @@ def _count(s: State) -> dict[str, int]:
 
 def _chain(saver: TrajectorySaver, make: Any = lambda i: _count) -> Any:
     """START → n0 → … → n39 → END; node ``i`` runs ``make(i)``."""
-    g = StateGraph(State)
-    for i in range(NODES):
-        g.add_node(f"n{i}", make(i))
-    g.add_edge(START, "n0")
-    for i in range(NODES - 1):
-        g.add_edge(f"n{i}", f"n{i + 1}")
-    g.add_edge(f"n{NODES - 1}", END)
+    g = StateGraph(State).add_sequence([(f"n{i}", make(i)) for i in range(NODES)])
+    g.add_edge(START, "n0").add_edge(f"n{NODES - 1}", END)
     return g.compile(checkpointer=saver)
 
 
