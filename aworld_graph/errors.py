@@ -21,6 +21,8 @@ __all__ = [
     "ToolError",
     "ModelRetry",
     "UnexpectedModelCall",
+    "ThreadBusy",
+    "UnsafeCheckpointValue",
 ]
 
 
@@ -62,3 +64,21 @@ class ModelRetry(AWorldGraphError):
 
 class UnexpectedModelCall(AWorldGraphError):
     """A test fake was called more often than scripted, or a test reached a real endpoint."""
+
+
+class ThreadBusy(RuntimeFailure):
+    """Another process or worker is running this thread now; its checkpoint chain would fork.
+
+    Wait for the holder to finish (or for its lease to expire if it died), or run under
+    another thread id.
+    """
+
+    def __init__(self, message: str, *, thread_id: str, holder: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.holder = holder
+
+
+class UnsafeCheckpointValue(RuntimeFailure):
+    """A stored checkpoint value names a type this process will not rebuild (a callable, a
+    process or file class, a pickle payload): it is refused, never instantiated."""
