@@ -31,7 +31,15 @@ _FORMATS = ("aworld", "openai", "sharegpt", "trl-sft", "trl-dpo", "trl-reward", 
 )
 @db_option()
 @click.option("--thread", "threads", multiple=True, help="Only this thread (repeatable).")
-@click.option("--success-only", is_flag=True, help="Only runs that finished with an answer.")
+@click.option(
+    "--finished", is_flag=True, help="Only runs that finished with an answer, whatever their score."
+)
+@click.option(
+    "--success-only",
+    is_flag=True,
+    help="Only successful runs: finished with an answer and not scored 'fail' by a reward "
+    "function (a run scored 0 is left out; --finished keeps it).",
+)
 @click.option("--min-reward", type=float, default=None, help="Only runs with at least this reward.")
 @click.option("--agent", default=None, help="Only runs (and, per turn, turns) of this agent.")
 @click.option("--workflow-version", default=None, help="Only runs of this workflow version.")
@@ -47,6 +55,12 @@ _FORMATS = ("aworld", "openai", "sharegpt", "trl-sft", "trl-dpo", "trl-reward", 
 @click.option("--include-subruns", is_flag=True, help="Also export delegated members' runs.")
 @click.option("--no-dedup", is_flag=True, help="Keep duplicate rows.")
 @click.option(
+    "--keep-unlabeled",
+    is_flag=True,
+    help="verl: also write prompts whose run has no ground truth (ground_truth null); "
+    "by default they are left out and counted.",
+)
+@click.option(
     "--progress/--no-progress",
     default=None,
     help="Progress bar on stderr (default: on for 100 runs or more).",
@@ -56,6 +70,7 @@ def export_command(
     out: str,
     db: str | None,
     threads: tuple[str, ...],
+    finished: bool,
     success_only: bool,
     min_reward: float | None,
     agent: str | None,
@@ -65,6 +80,7 @@ def export_command(
     per: str,
     include_subruns: bool,
     no_dedup: bool,
+    keep_unlabeled: bool,
     progress: bool | None,
 ) -> None:
     """Export stored runs as training data (secrets stripped, duplicates dropped).
@@ -83,6 +99,7 @@ def export_command(
         db=db,
         filter=RunFilter(
             threads=threads,
+            finished=finished,
             success_only=success_only,
             min_reward=min_reward,
             agent=agent,
@@ -93,6 +110,7 @@ def export_command(
         ),
         per=per,
         dedup=not no_dedup,
+        keep_unlabeled=keep_unlabeled,
         progress=progress,
     )
     click.echo(report.summary())

@@ -94,11 +94,29 @@ def public(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _consistent(schema: Any) -> Any:
+    """``schema`` with each ``required`` list cut to the ``properties`` still there."""
+    if isinstance(schema, list):
+        return [_consistent(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _consistent(v) for k, v in schema.items()}
+    if isinstance(out.get("properties"), dict) and isinstance(out.get("required"), list):
+        out["required"] = [name for name in out["required"] if name in out["properties"]]
+    return out
+
+
+def public_tool(spec: dict[str, Any]) -> dict[str, Any]:
+    """A tool spec as exports show it: secret-named properties (``api_key``…) left out of
+    its schema – and so of ``required`` – as they are left out of the calls' arguments."""
+    return _consistent(strip_secrets(spec))  # type: ignore[no-any-return]
+
+
 def _specs(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     by_name: dict[str, dict[str, Any]] = {}
     for record in records:
         for spec in record.get("tools") or []:
-            by_name[str((spec.get("function") or {}).get("name"))] = spec
+            by_name[str((spec.get("function") or {}).get("name"))] = public_tool(spec)
     return by_name
 
 
@@ -114,6 +132,19 @@ def _tools(
             if name not in tools and name in known:
                 tools[name] = known[name]
     return list(tools.values())
+
+
+def _answers(reply: dict[str, Any], rest: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool messages in ``rest`` that answer ``reply``'s calls, when all of them are
+    there: a sample ends on an assistant message or on a complete tool exchange (a turn
+    that ends by handing off ends with the handoff's result)."""
+    ids = [str(c.get("id")) for c in reply.get("tool_calls") or []]
+    found = {
+        str(m.get("tool_call_id")): m
+        for m in rest
+        if m.get("role") == "tool" and str(m.get("tool_call_id")) in ids
+    }
+    return [found[i] for i in ids] if ids and len(found) == len(ids) else []
 
 
 def _turn_sample(
@@ -134,13 +165,21 @@ def _turn_sample(
         ends = [i for i, m in enumerate(view) if m.get("role") == "assistant"]
         if not ends:
             return None
-        view = view[: ends[-1] + 1]
+        view = view[: ends[-1] + 1] + _answers(view[ends[-1]], view[ends[-1] + 1 :])
     else:
         n = int(last.get("n_messages", 0))
-        reply = next((m for m in messages[n:] if m.get("role") == "assistant" and mine(m)), None)
-        if reply is None:
+        at = next(
+            (
+                i
+                for i in range(n, len(messages))
+                if messages[i].get("role") == "assistant" and mine(messages[i])
+            ),
+            None,
+        )
+        if at is None:
             return None
-        view = [*messages[:n], reply]
+        reply = messages[at]
+        view = [*messages[:n], reply, *_answers(reply, messages[at + 1 :])]
     own = [m.get("role") == "assistant" and mine(m) for m in view]
     out = [public(m) for m in view]
     system = last.get("system_prompt")

@@ -98,6 +98,8 @@ def _sharegpt_turns(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
             value = results[0] if len(results) == 1 else json.dumps(results, ensure_ascii=False)
             turns.append({"from": "observation", "value": value})
             results = []
+        if role == "end":
+            break
         if role == "user":
             if turns and turns[-1]["from"] == "human":  # keep strict alternation
                 turns[-1]["value"] += "\n\n" + _text(m.get("content"))
@@ -107,6 +109,8 @@ def _sharegpt_turns(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
             turns.append({"from": "function_call", "value": _sharegpt_call(m)})
         elif role == "assistant":
             turns.append({"from": "gpt", "value": _text(m.get("content"))})
+    if turns and turns[-1]["from"] == "observation":
+        turns.pop()  # LLaMA-Factory wants gpt/function_call last (an even count of turns)
     return turns
 
 
@@ -160,14 +164,41 @@ def trl_sft_rows(
         yield {"messages": _trl_messages(sample.messages), "tools": _tools_json(sample.tools)}
 
 
+def _comparable(messages: list[dict[str, Any]]) -> list[Any]:
+    """The messages with call ids replaced by the call's place in the conversation, and
+    arguments decoded: two runs that make the same calls (name and arguments) with other
+    ids compare equal."""
+    places: dict[str, int] = {}
+    out: list[Any] = []
+    for m in messages:
+        m = dict(m)
+        calls = []
+        for call in m.get("tool_calls") or []:
+            places[str(call.get("id"))] = len(places)
+            fn = call.get("function") or {}
+            try:
+                arguments = json.loads(fn.get("arguments") or "{}")
+            except ValueError:
+                arguments = fn.get("arguments")
+            calls.append((fn.get("name"), json.dumps(arguments, sort_keys=True)))
+        if calls:
+            m["tool_calls"] = calls
+        if "tool_call_id" in m:
+            m["tool_call_id"] = places.get(str(m["tool_call_id"]), m["tool_call_id"])
+        out.append(m)
+    return out
+
+
 def _divergence(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:
     """Length of the longest common prefix of ``a`` and ``b`` after which both continue with
-    an assistant message (0 if there is none)."""
+    an assistant message (0 if there is none). Calls are compared by name and arguments,
+    not by their ids."""
     cut = 0
+    left, right = _comparable(a), _comparable(b)
     for i in range(min(len(a), len(b))):
         if a[i]["role"] == "assistant" and b[i]["role"] == "assistant":
             cut = i
-        if a[i] != b[i]:
+        if left[i] != right[i]:
             break
     else:
         return 0

@@ -66,8 +66,12 @@ class RunFilter:
 
     threads: Sequence[str] = ()
     """Only these thread ids (empty: all)."""
+    finished: bool = False
+    """Only runs that finished with an answer, whatever their score."""
     success_only: bool = False
-    """Only runs that finished with an answer (and were not scored ``fail``)."""
+    """Only successful runs: finished with an answer and not scored ``fail`` by a reward
+    function (``numeric`` and the other reward functions say ``fail`` for a score below
+    their threshold, so a run scored 0 is left out); see :attr:`Run.success`."""
     min_reward: float | None = None
     """Only runs whose reward (episode reward, else the last step reward) is at least this."""
     agent: str | None = None
@@ -151,14 +155,15 @@ class Run:
         return float(score) if isinstance(score, (int, float)) else None
 
     @property
+    def finished(self) -> bool:
+        """Finished with an answer (whatever its score)."""
+        return self.status == "finished" and self.answer is not None
+
+    @property
     def success(self) -> bool:
         """Finished with an answer, and not scored ``fail`` by a reward function."""
         episode = self.episode
-        return (
-            self.status == "finished"
-            and self.answer is not None
-            and (episode is None or episode.get("status") != "fail")
-        )
+        return self.finished and (episode is None or episode.get("status") != "fail")
 
     @property
     def ground_truth(self) -> Any:
@@ -195,6 +200,8 @@ class Run:
 
     def matches(self, f: RunFilter) -> bool:
         """Whether the run passes the value-based criteria of ``f``."""
+        if f.finished and not self.finished:
+            return False
         if f.success_only and not self.success:
             return False
         if f.min_reward is not None and (self.reward is None or self.reward < f.min_reward):

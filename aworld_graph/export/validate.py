@@ -19,8 +19,9 @@ Rules checked, each reported as one line naming the message (``messages[3]``) an
   message may stay open: that teaches calling);
 * called functions are among ``tools`` when ``tools`` is given; tool names are unique and
   parameters are JSON-schema objects;
-* (for SFT) the last message is an assistant message, and some assistant message has
-  weight 1.
+* (for SFT) the last message is an assistant message – or the tool results that answer the
+  calls of the last assistant message (a complete tool exchange) – and some assistant
+  message has weight 1.
 """
 
 from __future__ import annotations
@@ -195,15 +196,23 @@ def validate_openai(sample: Any, *, require_assistant_last: bool = True) -> list
             errors += _content_errors(where, message, True)
     if pending:
         errors.append(f"tool call(s) {sorted(pending)} are never answered")
-    if (
-        require_assistant_last
-        and messages
-        and (not isinstance(messages[-1], dict) or messages[-1].get("role") != "assistant")
-    ):
-        errors.append("the last message must be the assistant's (the reply to learn)")
+    if require_assistant_last and not _ends_on_assistant(messages):
+        errors.append(
+            "the last message must be the assistant's (the reply to learn), or the tool "
+            "results that answer its calls"
+        )
     if require_assistant_last and not trained:
         errors.append("no assistant message to learn from (all have weight 0)")
     return errors
+
+
+def _ends_on_assistant(messages: list[Any]) -> bool:
+    """The conversation ends with an assistant message, maybe followed by tool results."""
+    for message in reversed(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role != "tool":
+            return role == "assistant"
+    return False
 
 
 def validate_openai_file(path: str | Path, **kwargs: Any) -> Iterator[tuple[int, list[str]]]:

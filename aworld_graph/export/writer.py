@@ -46,6 +46,8 @@ class ExportReport:
     """Rows dropped as duplicates."""
     invalid: int = 0
     """Rows dropped by the validator (OpenAI format)."""
+    unlabeled: int = 0
+    """verl rows left out because their run has no ground truth (``keep_unlabeled``)."""
     problems: list[str] = field(default_factory=list)
     """The first few validator messages, for the user."""
 
@@ -55,6 +57,11 @@ class ExportReport:
             extra.append(f"{self.duplicates} duplicates dropped")
         if self.invalid:
             extra.append(f"{self.invalid} invalid samples left out")
+        if self.unlabeled:
+            extra.append(
+                f"{self.unlabeled} prompts without ground truth left out (keep them with "
+                "--keep-unlabeled)"
+            )
         tail = f" ({'; '.join(extra)})" if extra else ""
         return f"wrote {self.rows} {self.format} rows from {self.runs} runs to {self.path}{tail}"
 
@@ -196,6 +203,7 @@ def export(
     filter: RunFilter | None = None,
     per: str = "episode",
     dedup: bool = True,
+    keep_unlabeled: bool = False,
     progress: bool | None = None,
     progress_stream: IO[str] | None = None,
 ) -> ExportReport:
@@ -209,6 +217,9 @@ def export(
         per: ``episode`` (one chat sample per run) or ``turn`` (one per agent turn), for
             the chat formats.
         dedup: Drop rows equal to an earlier one.
+        keep_unlabeled: ``verl``: also write prompts whose run has no ground truth (with
+            ``reward_model.ground_truth`` null, which verl's rule rewards cannot score); by
+            default they are left out and counted in :attr:`ExportReport.unlabeled`.
         progress: Show a progress bar; ``None``: when there are 100 runs or more.
     """
     if format not in FORMATS:
@@ -218,7 +229,7 @@ def export(
     f = filter or RunFilter()
     saver = open_saver(db)
     try:
-        return _export(format, out, saver, f, per, dedup, progress, progress_stream)
+        return _export(format, out, saver, f, per, dedup, keep_unlabeled, progress, progress_stream)
     finally:
         if saver is not db:
             close = getattr(saver, "close", None)
@@ -233,6 +244,7 @@ def _export(
     f: RunFilter,
     per: str,
     dedup: bool,
+    keep_unlabeled: bool,
     progress: bool | None,
     progress_stream: IO[str] | None,
 ) -> ExportReport:
@@ -256,6 +268,13 @@ def _export(
     def rows() -> Iterator[tuple[dict[str, Any], str]]:
         seen: set[bytes] = set()
         for raw in FORMATS[format](runs(), per=per, agent=f.agent):
+            if (
+                format == "verl"
+                and not keep_unlabeled
+                and raw["reward_model"]["ground_truth"] is None
+            ):
+                report.unlabeled += 1
+                continue
             row, text = scrubbed(raw)
             if format == "openai":
                 problems = validate_openai(row)

@@ -115,6 +115,7 @@ def test_help_documents_every_option() -> None:
         "--out",
         "--db",
         "--thread",
+        "--finished",
         "--success-only",
         "--min-reward",
         "--agent",
@@ -123,9 +124,23 @@ def test_help_documents_every_option() -> None:
         "--until",
         "--per",
         "--no-dedup",
+        "--keep-unlabeled",
         "--progress",
     ):
         assert option in result.output
+    flat = " ".join(result.output.split())
+    assert "not scored 'fail' by a reward function (a run scored 0 is left out" in flat
+
+
+def test_finished_and_success_only_from_the_command_line(runs_db: Path, tmp_path: Path) -> None:
+    out = str(tmp_path / "r.jsonl")
+    common = ("-f", "trl-reward", "-o", out, "--db", str(runs_db), "--no-dedup")
+    code, output = invoke(*common, "--finished", "--agent", "solver")
+    assert code == 0 and "wrote 4 trl-reward rows from 5 runs" in output, output
+    code, output = invoke(*common, "--success-only", "--agent", "solver")
+    assert code == 0 and "wrote 2 trl-reward rows from 3 runs" in output, output
+    code, output = invoke("-f", "verl", "-o", out, "--db", str(runs_db), "--keep-unlabeled")
+    assert code == 0 and "wrote 7 verl rows" in output, output
 
 
 def test_docs_cover_every_format_and_option() -> None:

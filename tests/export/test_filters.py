@@ -42,6 +42,17 @@ def test_success_only_and_min_reward(runs_db: Path, runs: dict[str, Run]) -> Non
     assert threads(runs_db, min_reward=0.0) == {"critic", "q.r0", "q.r1", "q.r2", "q.r3"}
 
 
+def test_finished_keeps_runs_scored_zero_and_success_only_does_not(
+    runs_db: Path, runs: dict[str, Run]
+) -> None:
+    wrong = {t for t in ("q.r0", "q.r1", "q.r2", "q.r3") if runs[t].reward == 0.0}
+    assert all(runs[t].finished and not runs[t].success for t in wrong)
+    assert threads(runs_db, finished=True) == ALL - {"failed"}
+    assert threads(runs_db, finished=True, min_reward=0.5) == {"critic"} | (
+        {"q.r0", "q.r1", "q.r2", "q.r3"} - wrong
+    )
+
+
 def test_agent_and_workflow_version(runs_db: Path) -> None:
     assert threads(runs_db, agent="writer") == {"handoff"}
     assert threads(runs_db, agent="solver") == {"tools", "q.r0", "q.r1", "q.r2", "q.r3"}
@@ -99,9 +110,13 @@ def test_the_secret_run_is_still_exported_redacted(runs_db: Path, tmp_path: Path
     export("openai", out, db=runs_db, filter=RunFilter(threads=["secret"]))
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
     messages = row["messages"]
-    assert messages[1]["content"] == "Log in with [redacted]"  # the input held a key; only the key is removed
+    assert (
+        messages[1]["content"] == "Log in with [redacted]"
+    )  # the input held a key; only the key is removed
     assert json.loads(messages[2]["tool_calls"][0]["function"]["arguments"]) == {"user": "ada"}
-    assert "[redacted]" in messages[3]["content"] and SECRET not in messages[3]["content"]  # the tool echoed it
+    assert (
+        "[redacted]" in messages[3]["content"] and SECRET not in messages[3]["content"]
+    )  # the tool echoed it
     assert messages[-1]["content"] == "Logged in."
 
 

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from aworld_graph import Agent, Task
+from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.export import Run, RunFilter, chat_samples, export, validate_openai
+from aworld_graph.rewards import numeric
+from aworld_graph.rollout import rollout
+from aworld_graph.testing import FunctionModel, tool_call
+from tests.export.conftest import add
 
 
 def read(path: Path) -> list[dict[str, Any]]:
@@ -101,8 +108,8 @@ def test_per_turn_samples_cover_every_agent_turn(runs_db: Path, tmp_path: Path) 
     systems = [r["messages"][0]["content"] for r in rows]
     assert systems == ["You route requests.", "You write.", "You draft texts.", "You draft texts."]
     writer = rows[1]
-    assert writer["messages"][-1]["tool_calls"][0]["function"]["name"] == "transfer_to_triage"
-    assert validate_openai(writer) == []  # a final call may stay open: it teaches calling
+    assert writer["messages"][-2]["tool_calls"][0]["function"]["name"] == "transfer_to_triage"
+    assert validate_openai(writer) == []
     retry = rows[3]["messages"]
     assert "Feedback from critic (score 0.2): more detail" in retry[1]["content"]
     assert retry[-1] == {"role": "assistant", "content": "the final draft"}
@@ -194,7 +201,7 @@ def test_trl_reward_rows_hold_prompt_completion_reward_and_ground_truth(
 def test_verl_parquet_has_the_columns_verl_reads(runs_db: Path, tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     out = tmp_path / "train.parquet"
-    report = export("verl", out, db=runs_db)
+    report = export("verl", out, db=runs_db, keep_unlabeled=True)
     table = pq.read_table(out)
     assert {"data_source", "prompt", "ability", "reward_model", "extra_info"} <= set(
         table.column_names
@@ -240,3 +247,70 @@ def test_json_array_output(runs_db: Path, tmp_path: Path) -> None:
     report = export("aworld", out, db=runs_db, filter=RunFilter(threads=["tools"]))
     assert [i["id"] for i in json.loads(out.read_text())] == ["tools_1", "tools_2"]
     assert report.summary() == f"wrote 2 aworld rows from 1 runs to {out}"
+
+
+def test_verl_leaves_out_prompts_without_ground_truth_unless_asked(
+    runs_db: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "verl.jsonl"
+    report = export("verl", out, db=runs_db)
+    rows = read(out)
+    assert [r["reward_model"]["ground_truth"] for r in rows] == ["5"]
+    assert report.unlabeled == 6  # tools, handoff, critic, team, failed, secret
+    assert "6 prompts without ground truth left out (keep them with --keep-unlabeled)" in (
+        report.summary()
+    )
+    kept = export("verl", out, db=runs_db, keep_unlabeled=True)
+    assert kept.unlabeled == 0 and kept.rows == 7
+    assert sum(r["reward_model"]["ground_truth"] is None for r in read(out)) == 6
+
+
+@pytest.mark.parametrize("fmt", ["openai", "trl-sft", "sharegpt", "verl"])
+def test_tool_schemas_without_secret_properties_stay_consistent(
+    runs_db: Path, tmp_path: Path, fmt: str
+) -> None:
+    out = tmp_path / f"{fmt}.jsonl"
+    export(fmt, out, db=runs_db, filter=RunFilter(threads=["secret"]), keep_unlabeled=True)
+    (row,) = read(out)
+    tools = row.get("tools") or row.get("extra_info", {}).get("tools")
+    tools = json.loads(tools) if isinstance(tools, str) else tools
+    (login,) = tools
+    schema = login.get("function", login)["parameters"]
+    assert set(schema["properties"]) == {"user"}  # the call's arguments have no api_key either
+    assert schema["required"] == ["user"]
+
+
+def test_per_turn_samples_end_on_a_complete_tool_exchange(runs_db: Path, tmp_path: Path) -> None:
+    rows = rows_for(runs_db, tmp_path, "trl-sft", per="turn", filter=RunFilter(agent="writer"))
+    (writer,) = rows
+    assert writer["messages"][-2]["tool_calls"][0]["id"] == "h2"
+    assert writer["messages"][-1] == {
+        "role": "tool",
+        "content": "Transferred to triage.",
+        "tool_call_id": "h2",
+        "name": "transfer_to_triage",
+    }
+    (sharegpt,) = rows_for(
+        runs_db, tmp_path, "sharegpt", per="turn", filter=RunFilter(agent="writer")
+    )
+    kinds = [t["from"] for t in sharegpt["conversations"]]
+    assert kinds[-1] == "function_call" and len(kinds) % 2 == 0  # as LLaMA-Factory wants it
+
+
+def test_dpo_pairs_part_where_the_calls_differ_not_where_their_ids_do(tmp_path: Path) -> None:
+    answers = iter(["It is 5.", "It is 6."])
+
+    def solve(messages: list[dict[str, Any]], tools: Any) -> Any:
+        if messages[-1]["role"] == "tool":
+            return next(answers)
+        return tool_call("add", {"a": 2, "b": 3})  # a fresh call id each run
+
+    agent = Agent(name="solver", system_prompt="Use add.", tools=[add], model=FunctionModel(solve))
+    saver = TrajectorySaver(tmp_path / "pairs.db")
+    task = Task(input="What is 2+3?", agent=agent, expected=5, id="sum")
+    asyncio.run(rollout([task], n=2, reward_fn=numeric, concurrency=1, checkpointer=saver))
+    saver.close()
+    (row,) = rows_for(tmp_path / "pairs.db", tmp_path, "trl-dpo")
+    assert [m["role"] for m in row["prompt"]] == ["system", "user", "assistant", "tool"]
+    assert row["chosen"] == [{"role": "assistant", "content": "It is 5."}]
+    assert row["rejected"] == [{"role": "assistant", "content": "It is 6."}]
