@@ -1,14 +1,17 @@
-"""Test-wide guards: no real model endpoint, a fresh database per test."""
+"""Test-wide guards: no real model endpoint, a fresh database per test; PostgreSQL servers."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fake_openai import FakeOpenAI
+from tests.postgres import PostgresServer, skip_reason
 
 os.environ["AWORLD_GRAPH_BLOCK_REMOTE"] = "1"
 for _var in ("LLM_MODEL_NAME", "LLM_API_KEY", "LLM_BASE_URL", "LLM_PROVIDER", "LLM_TEMPERATURE"):
@@ -39,3 +42,27 @@ def saver(tmp_path: Path):  # type: ignore[no-untyped-def]
 
         return InMemorySaver()
     return TrajectorySaver(str(tmp_path / "runs.db"))
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One throw-away PostgreSQL server for the session, started by the first test that asks.
+
+    Skips (with the reason) where PostgreSQL's programs or psycopg are not installed.
+    """
+    reason = skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with PostgresServer() as server:
+        yield server
+
+
+_databases = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def pg_url(request: pytest.FixtureRequest, postgres_server: PostgresServer) -> str:
+    """The URL of a fresh, empty database on ``postgres_server``, one per test module."""
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    name = f"{re.sub(r'[^a-z0-9_]', '_', module.lower())[:40]}_{next(_databases)}"
+    return postgres_server.create_database(name)

