@@ -96,6 +96,13 @@ class TaskResponse:
         lines = [f"task {self.id}: {self.status}" + (f" ({self.msg})" if self.msg else "")]
         for item in self.trajectory:
             action = item["action"]
+            if item["meta"].get("kind") == "error":  # the step was tried and did not happen
+                error = str(action["ext_info"].get("error") or "unknown error")
+                lines.append(
+                    f"  step {item['meta']['step']:>3} {item['meta']['agent_id'] or '?'} "
+                    f"failed: {error[:200]}"
+                )
+                continue
             what = ", ".join(
                 f"{tc['function']['name']}({tc['function']['arguments']})"
                 for tc in action["tool_calls"]
