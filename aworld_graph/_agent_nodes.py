@@ -16,6 +16,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
+from langgraph.func import task
 from langgraph.graph import END
 
 from .agent import Agent, tools_node_name
@@ -24,9 +25,13 @@ from .model import ChatModel, ModelResponse, resolve_model
 from .state import Message, SwarmState
 from .tools import Tool, ToolOutcome, ToolProvider, ToolSpec, as_tools, truncate_for_model
 
-__all__ = ["AgentRuntime", "GraphTool", "public_messages", "turn_input"]
+__all__ = ["TOOL_CALL_TASK", "AgentRuntime", "GraphTool", "public_messages", "turn_input"]
 
 NUDGE = "Reply with the final answer only."
+
+TOOL_CALL_TASK = "__tool_call__"
+"""Name of the LangGraph task that runs one tool call inside a tools node (reserved: no node
+name may start with ``__``)."""
 
 
 def _step(config: RunnableConfig) -> int:
@@ -181,21 +186,44 @@ class AgentRuntime:
             from .environment import Sandbox  # the MCP environment, built lazily
 
             self.provider = Sandbox(
-                mcp_config=self.agent.mcp_config, mcp_servers=self.agent.mcp_servers
+                mcp_config=self.agent.mcp_config,
+                mcp_servers=self.agent.mcp_servers,
+                skip_unavailable=True,
             )
         return self.provider
 
     async def specs(self) -> list[ToolSpec]:
-        """Every tool this agent offers the model (local, environment, graph-handled)."""
+        """Every tool this agent offers the model (local, environment, graph-handled).
+
+        MCP servers that cannot be started or reached are left out (see
+        :attr:`unavailable`); only when none of the agent's tool sources works – every
+        server is down and it has no tools of its own – is that an error.
+        """
         if self._specs is None:
             specs = [t.spec for t in self.local_tools.values()] + [
                 g.spec for g in self.graph_tools.values()
             ]
             provider = self._ensure_provider()
             if provider is not None:
-                specs += await provider.tool_specs()
+                offered = await provider.tool_specs()
+                down = self.unavailable
+                if down and not offered and not self.local_tools:
+                    from .environment import ServerUnavailable
+
+                    raise ServerUnavailable(
+                        ", ".join(down),
+                        f"agent {self.name!r} has no tool source left: "
+                        + "; ".join(down.values())
+                        + ". Fix the server(s), or give the agent tools of its own",
+                    )
+                specs += offered
             self._specs = specs
         return self._specs
+
+    @property
+    def unavailable(self) -> dict[str, str]:
+        """MCP servers of this agent left out because they could not be used, and why."""
+        return dict(getattr(self.provider, "unavailable", None) or {})
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         if name in self.local_tools:
@@ -315,6 +343,18 @@ class AgentRuntime:
             "tools": [s.openai() for s in specs] if offer else [],
             "raw": response.raw,
         }
+        down = self._newly_unavailable(state)
+        if down:
+            record["unavailable_servers"] = down
+            for server, reason in down.items():
+                _emit(
+                    {
+                        "event": "server_unavailable",
+                        "agent": self.name,
+                        "server": server,
+                        "error": reason,
+                    }
+                )
         _emit(
             {
                 "event": "llm_call",
@@ -337,6 +377,16 @@ class AgentRuntime:
             update["status"] = "finished"
             _emit({"event": "answer", "agent": self.name, "content": response.content})
         return update
+
+    def _newly_unavailable(self, state: SwarmState) -> dict[str, str]:
+        """Left-out servers this run's trace does not name yet for this agent (each run
+        records them once, at the agent's first model call)."""
+        down = self.unavailable
+        for record in state.get("trace", []):
+            if record.get("agent") == self.name and not record.get("thread_id"):
+                for server in record.get("unavailable_servers") or {}:
+                    down.pop(server, None)
+        return down
 
     def route_after_llm(
         self, next_after_answer: Callable[[SwarmState], Any] | str = END
@@ -465,6 +515,9 @@ class AgentRuntime:
     async def tools_node_fn(self, state: SwarmState, config: RunnableConfig) -> dict[str, Any]:
         """Run every tool call of this agent's last message; one tool message per call.
 
+        Each call is its own LangGraph task (:data:`TOOL_CALL_TASK`): its result is saved as
+        soon as it finishes, so when a crashed run resumes, this node runs again but calls that
+        had finished return their saved results and only the unfinished ones execute again.
         A handoff among the calls passes control on; only the first handoff counts, and every
         call – handoff or not – gets its tool message, so no call is left dangling.
         """
@@ -473,9 +526,10 @@ class AgentRuntime:
         turn = last.get("_turn")
         calls = list(last.get("tool_calls") or [])
         exclude = {tc.get("id") for tc in calls}
-        results = list(
-            await asyncio.gather(*(self._run_call(tc, messages, exclude, config) for tc in calls))
+        done = await asyncio.gather(
+            *(_tool_call(self, tc, messages, exclude, config) for tc in calls)
         )
+        results = [dict(r) for r in done]  # the task's own return value is saved as it was
         handoff: str | None = None
         for r in results:
             if r.get("handoff"):
@@ -536,3 +590,19 @@ def _canonical(arguments: str) -> str:
         return json.dumps(json.loads(arguments), sort_keys=True)
     except ValueError:
         return arguments.strip()
+
+
+@task(name=TOOL_CALL_TASK)
+async def _tool_call(
+    agent: AgentRuntime,
+    tc: dict[str, Any],
+    messages: list[Message],
+    exclude: set[str],
+    node_config: RunnableConfig,
+) -> dict[str, Any]:
+    """One tool call as a LangGraph task, so its finished result survives a crash.
+
+    ``node_config`` is the tools node's config (its thread names delegated sub-runs). LangGraph
+    fills parameters named ``config``, ``runtime``, ``store``, ``writer`` or ``previous`` itself,
+    so those names are not used here."""
+    return await agent._run_call(tc, messages, exclude, node_config)

@@ -19,6 +19,7 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from ._agent_nodes import TOOL_CALL_TASK
 from .config import TaskConfig
 from .graph import BuiltGraph, built
 from .task import Task, TaskResponse
@@ -77,7 +78,10 @@ async def _checkpoint_chain(
     }
     async for tup in checkpointer.alist(thread):
         parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
-        by_id[tup.config["configurable"]["checkpoint_id"]] = (int(tup.metadata.get("step", -1)), parent)
+        by_id[tup.config["configurable"]["checkpoint_id"]] = (
+            int(tup.metadata.get("step", -1)),
+            parent,
+        )
     chain: dict[int, str] = {}
     current: str | None = head
     while current is not None and current in by_id:
@@ -118,7 +122,12 @@ async def respond(
         pending = list(snapshot.interrupts)
         next_nodes = list(snapshot.next)
     failures = [
-        {"node": t.name, "error": repr(t.error) if not isinstance(t.error, str) else t.error, "step": step + 1, "checkpoint_id": head}
+        {
+            "node": t.name,
+            "error": repr(t.error) if not isinstance(t.error, str) else t.error,
+            "step": step + 1,
+            "checkpoint_id": head,
+        }
         for t in tasks
         if t.error is not None
     ]
@@ -141,7 +150,9 @@ async def respond(
     }.get(status)
     if msg and status in ("error", "max_steps"):
         msg += f" (resume with Runners.resume({task.id!r}, ...) or `aworld-graph resume {task.id}`)"
-    steps_needed = {int(r.get("step", -1)) for r in values.get("trace") or [] if not r.get("thread_id")}
+    steps_needed = {
+        int(r.get("step", -1)) for r in values.get("trace") or [] if not r.get("thread_id")
+    }
     checkpoints = dict(chain or {})
     if not steps_needed <= set(checkpoints):  # steps of an earlier call: walk the stored chain
         saver = graph.checkpointer if isinstance(graph.checkpointer, BaseCheckpointSaver) else None
@@ -174,7 +185,9 @@ async def respond(
 
 
 async def _session_state(
-    compiled: CompiledStateGraph[Any, Any, Any, Any], checkpointer: BaseCheckpointSaver[Any] | None, task: Task
+    compiled: CompiledStateGraph[Any, Any, Any, Any],
+    checkpointer: BaseCheckpointSaver[Any] | None,
+    task: Task,
 ) -> dict[str, Any]:
     """What the latest earlier task of the same session leaves for this one: the conversation,
     the active agent and the context (so a handoff swarm keeps talking to the same agent)."""
@@ -191,7 +204,11 @@ async def _session_state(
     snapshot = await compiled.aget_state({"configurable": {"thread_id": latest[0]}})
     values = snapshot.values or {}
     return {
-        "messages": [m for m in values.get("messages", []) if not m.get("_turn") or m.get("role") == "assistant" and not m.get("tool_calls")],
+        "messages": [
+            m
+            for m in values.get("messages", [])
+            if not m.get("_turn") or m.get("role") == "assistant" and not m.get("tool_calls")
+        ],
         "active_agent": values.get("active_agent"),
         "context": values.get("context") or {},
     }
@@ -210,11 +227,22 @@ async def drive(
     started = time.perf_counter()
     compiled = graph.compile(checkpointer)
     config = run_config(task, graph)
-    snapshot = None if task._new_thread or checkpointer is None else await compiled.aget_state(config)
+    snapshot = (
+        None if task._new_thread or checkpointer is None else await compiled.aget_state(config)
+    )
     task._new_thread = False  # from now on the thread exists
-    if snapshot is not None and snapshot.metadata:  # a continued run keeps what it recorded (target, workflow…)
-        kept = {k: v for k, v in snapshot.metadata.items() if k not in ("source", "step", "parents", "writes")}
-        config["metadata"] = {**kept, **{k: v for k, v in config["metadata"].items() if v is not None}}
+    if (
+        snapshot is not None and snapshot.metadata
+    ):  # a continued run keeps what it recorded (target, workflow…)
+        kept = {
+            k: v
+            for k, v in snapshot.metadata.items()
+            if k not in ("source", "step", "parents", "writes")
+        }
+        config["metadata"] = {
+            **kept,
+            **{k: v for k, v in config["metadata"].items() if v is not None},
+        }
     fresh = snapshot is None or not snapshot.values
     payload: Any
     if resume is not None:
@@ -233,7 +261,9 @@ async def drive(
         if snapshot is not None and not snapshot.next:
             return await respond(task, compiled, config, started=started), {}
         payload = None
-    modes: list[str] = ["updates", "checkpoints"] + (["custom", "tasks"] if events is not None else [])
+    modes: list[str] = ["updates", "checkpoints"] + (
+        ["custom", "tasks"] if events is not None else []
+    )
     updates: dict[str, Any] = {}
     error: str | None = None
     chain: dict[int, str] = {}
@@ -247,12 +277,15 @@ async def drive(
             interrupt_after="*" if one_step else None,
             durability="sync",  # a step's checkpoint is on disk before the next step starts
         ):
-            if mode == "updates":
-                updates.update(chunk if isinstance(chunk, dict) else {})
+            if mode == "updates":  # a node's delta; a tool call's task result is not one
+                if isinstance(chunk, dict):
+                    updates.update({k: v for k, v in chunk.items() if k != TOOL_CALL_TASK})
             elif mode == "checkpoints":
                 last.clear()
                 last.update(chunk)
-                chain[int(chunk["metadata"].get("step", -1))] = chunk["config"]["configurable"]["checkpoint_id"]
+                chain[int(chunk["metadata"].get("step", -1))] = chunk["config"]["configurable"][
+                    "checkpoint_id"
+                ]
             elif events is not None:
                 _forward(mode, chunk, events)
 
@@ -268,14 +301,16 @@ async def drive(
     except Exception as exc:  # recorded and reported; the run stays resumable
         error = f"{type(exc).__name__}: {exc}"
     finished = last if (error is None and last and not last.get("next")) else None
-    response = await respond(task, compiled, config, started=started, error=error, finished=finished, chain=chain)
+    response = await respond(
+        task, compiled, config, started=started, error=error, finished=finished, chain=chain
+    )
     return response, updates
 
 
 def _forward(mode: str, chunk: Any, events: EventSink) -> None:
     if mode == "custom" and isinstance(chunk, dict):
         events(chunk)
-    elif mode == "tasks" and isinstance(chunk, dict):
+    elif mode == "tasks" and isinstance(chunk, dict) and chunk.get("name") != TOOL_CALL_TASK:
         if "result" in chunk or "error" in chunk:
             events(
                 {
