@@ -21,6 +21,7 @@ from langgraph.types import Command
 
 from ._agent_nodes import TOOL_CALL_TASK
 from .config import TaskConfig
+from .errors import ThreadBusy
 from .graph import BuiltGraph, built
 from .task import Task, TaskResponse
 from .trajectory import build_trajectory, usage_of
@@ -223,7 +224,34 @@ async def drive(
     resume: Any = None,
     events: EventSink | None = None,
 ) -> tuple[TaskResponse, dict[str, Any]]:
-    """Run ``task`` (one superstep if ``one_step``); returns the response and the last updates."""
+    """Run ``task`` (one superstep if ``one_step``); returns the response and the last updates.
+
+    A saver that can (``TrajectorySaver.ahold``) lets this run alone write its thread; when
+    another process or worker runs it now, the response says so (``success=False``) and
+    nothing is written."""
+    hold = getattr(checkpointer, "ahold", None)
+    if hold is None:
+        return await _drive(task, graph, checkpointer, one_step, resume, events)
+    try:
+        async with hold(task.id):
+            return await _drive(task, graph, checkpointer, one_step, resume, events)
+    except ThreadBusy as exc:
+        if exc.thread_id != task.id:
+            raise
+        busy = TaskResponse(
+            id=task.id, success=False, msg=str(exc), status="busy", thread_id=task.id
+        )
+        return busy, {}
+
+
+async def _drive(
+    task: Task,
+    graph: BuiltGraph,
+    checkpointer: BaseCheckpointSaver[Any] | None,
+    one_step: bool,
+    resume: Any,
+    events: EventSink | None,
+) -> tuple[TaskResponse, dict[str, Any]]:
     started = time.perf_counter()
     compiled = graph.compile(checkpointer)
     config = run_config(task, graph)

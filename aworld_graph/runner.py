@@ -28,9 +28,9 @@ _defaults: dict[str, BaseCheckpointSaver[Any]] = {}
 
 def default_checkpointer() -> BaseCheckpointSaver[Any]:
     """The process-wide default saver: a ``TrajectorySaver`` on the default database file."""
-    from .checkpoint import TrajectorySaver, default_db_path
+    from .checkpoint import TrajectorySaver, default_target
 
-    path = str(default_db_path())
+    path = str(default_target())
     if path not in _defaults:
         _defaults[path] = TrajectorySaver(path)
     return _defaults[path]

@@ -1,4 +1,4 @@
-"""``aworld-graph threads | history | prune | vacuum``: look after the checkpoint database.
+"""``aworld-graph threads | history | prune | vacuum | migrate``: look after the checkpoint store.
 
 A thin layer over :class:`aworld_graph.checkpoint.TrajectorySaver`.
 """
@@ -9,20 +9,26 @@ from pathlib import Path
 
 import click
 
-from ..checkpoint import TrajectorySaver, TransitionRow, default_db_path
+from ..checkpoint import TrajectorySaver, TransitionRow, default_target, is_url
 from ._app import db_option, main
 
-__all__ = ["threads_command", "history_command", "prune_command", "vacuum_command"]
+__all__ = [
+    "threads_command",
+    "history_command",
+    "prune_command",
+    "vacuum_command",
+    "migrate_command",
+]
 
 
 def _open(db: str | None) -> TrajectorySaver:
-    path = Path(db) if db else default_db_path()
-    if not path.is_file():
+    target = db if db else default_target()
+    if not is_url(target) and not Path(target).is_file():
         raise click.ClickException(
-            f"no checkpoint database at {path}; run something first, or pass --db / set "
+            f"no checkpoint database at {target}; run something first, or pass --db / set "
             "AWORLD_GRAPH_DB"
         )
-    return TrajectorySaver(path)
+    return TrajectorySaver(target)
 
 
 @main.command("threads")
@@ -145,6 +151,10 @@ def prune_command(
 def vacuum_command(db: str | None) -> None:
     """Compact the database file (VACUUM) and truncate its write-ahead log."""
     with _open(db) as saver:
+        if saver.path is None:
+            saver.vacuum()
+            click.echo(f"{saver.label}: vacuumed")
+            return
         before = _size(saver.path)
         saver.vacuum()
         after = _size(saver.path)
@@ -153,3 +163,19 @@ def vacuum_command(db: str | None) -> None:
 
 def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
+
+
+@main.command("migrate")
+@click.argument("db")
+def migrate_command(db: str) -> None:
+    """Bring a checkpoint store written by an older aworld-graph to this version's schema
+    (the first write does it too). DB is a SQLite file or a postgresql:// URL."""
+    from ..checkpoint._schema import SCHEMA_VERSION
+
+    with _open(db) as saver:
+        changed = saver.migrate()
+        label = saver.label
+    if changed:
+        click.echo(f"{label}: migrated to schema {SCHEMA_VERSION}")
+    else:
+        click.echo(f"{label}: already at schema {SCHEMA_VERSION}")

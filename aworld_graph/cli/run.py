@@ -101,9 +101,9 @@ def _recorded_source(saver: Any, thread: str, target: str | None) -> tuple[Any, 
 
 
 def _db_path() -> str:
-    from ..checkpoint import default_db_path
+    from ..checkpoint import default_target
 
-    return str(default_db_path())
+    return str(default_target())
 
 
 @main.command()

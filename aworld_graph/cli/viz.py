@@ -29,15 +29,15 @@ _SUFFIXES = {
 
 
 def _stored_run(source: Any, thread: str, db: str | None) -> Any:
-    from ..checkpoint import TrajectorySaver, default_db_path
+    from ..checkpoint import TrajectorySaver, default_target, is_url
     from ..viz import load_run
 
-    path = Path(db) if db else default_db_path()
-    if not path.is_file():
+    target = db if db else default_target()
+    if not is_url(target) and not Path(target).is_file():
         raise DefinitionError(
-            f"no checkpoint database at {path}; pass --db PATH (or set AWORLD_GRAPH_DB)"
+            f"no checkpoint database at {target}; pass --db PATH (or set AWORLD_GRAPH_DB)"
         )
-    with TrajectorySaver(path) as saver:
+    with TrajectorySaver(target) as saver:
         return asyncio.run(load_run(source, thread, saver))
 
 

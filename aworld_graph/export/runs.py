@@ -9,9 +9,7 @@ map come from its ``trajectory`` view in one query each.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from os import PathLike
@@ -34,14 +32,14 @@ def open_saver(
     """A saver for ``db``: a saver as is, a file path, or ``None`` for the default database."""
     if isinstance(db, BaseCheckpointSaver):
         return db
-    from ..checkpoint import default_db_path
+    from ..checkpoint import default_target, is_url
 
-    path = Path(db) if db is not None else default_db_path()
-    if not path.is_file():
+    target = db if db is not None else default_target()
+    if not is_url(target) and not Path(target).is_file():
         raise ConfigError(
-            f"checkpoint database {path} does not exist; run something first or pass --db FILE"
+            f"checkpoint database {target} does not exist; run something first or pass --db FILE"
         )
-    return TrajectorySaver(path)
+    return TrajectorySaver(target)
 
 
 def _time(value: datetime | str | None) -> str | None:
@@ -211,24 +209,14 @@ class Run:
         return f.workflow_version is None or self.workflow_version == str(f.workflow_version)
 
 
-def _connect(saver: TrajectorySaver) -> sqlite3.Connection:
-    saver.flush()  # this connection is our own: store what savers here still have queued
-    return sqlite3.connect(f"file:{saver.path}?mode=ro", uri=True, timeout=60)
-
-
 def list_threads(saver: BaseCheckpointSaver[Any], f: RunFilter | None = None) -> list[ThreadInfo]:
     """Top-level threads in ``saver`` that pass ``f``'s id and time criteria, oldest first."""
     f = f or RunFilter()
     infos: dict[str, ThreadInfo] = {}
     if isinstance(saver, TrajectorySaver):
-        with closing(_connect(saver)) as conn:
-            rows = conn.execute(
-                "SELECT thread_id, MIN(created_at), MAX(created_at), COUNT(*) FROM trajectory "
-                "WHERE checkpoint_ns = '' GROUP BY thread_id"
-            ).fetchall()
-        for thread, first, last, count in rows:
-            infos[thread] = ThreadInfo(
-                thread_id=thread, started_at=first, ended_at=last, steps=count
+        for t in saver.threads():
+            infos[t.thread_id] = ThreadInfo(
+                thread_id=t.thread_id, started_at=t.first_at, ended_at=t.last_at, steps=t.checkpoints
             )
     else:
         for tup in saver.list(None):
@@ -284,13 +272,11 @@ def _status(values: dict[str, Any], channels: dict[str, Any], pending: list[Any]
 def _chain(saver: BaseCheckpointSaver[Any], thread: str, head: str) -> dict[int, str]:
     if not isinstance(saver, TrajectorySaver):
         return {}
-    with closing(_connect(saver)) as conn:
-        rows = conn.execute(
-            "SELECT checkpoint_id, parent_checkpoint_id, step FROM trajectory "
-            "WHERE thread_id = ? AND checkpoint_ns = ''",
-            (thread,),
-        ).fetchall()
-    by_id = {r[0]: r for r in rows}
+    by_id = {
+        r.checkpoint_id: (r.checkpoint_id, r.parent_checkpoint_id, r.step)
+        for r in saver.transitions(thread)
+        if r.checkpoint_id is not None
+    }
     chain: dict[int, str] = {}
     current: str | None = head
     while current is not None and current in by_id:

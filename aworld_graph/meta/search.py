@@ -485,7 +485,7 @@ class Optimizer:
     # -- the run ------------------------------------------------------------------------------
     async def run(self) -> OptimizeResult:
         """Optimize (or continue an optimization with the same id) and return the result."""
-        from ..checkpoint import default_db_path
+        from ..checkpoint import default_target
 
         spec, origins = seed_spec(self.workflow)
         settings = {
@@ -497,13 +497,17 @@ class Optimizer:
         self.id = self.run_id or f"{re.sub(r'[^A-Za-z0-9_]+', '_', spec['name'])}-" + _hash(
             spec, self.tasks.fingerprint(), settings
         )
-        db = Path(self.db) if self.db is not None else default_db_path()
-        self.saver = TrajectorySaver(db)
+        self.saver = TrajectorySaver(self.db if self.db is not None else default_target())
         # the saver claims (or checks) the file as a checkpoint store before our tables join it
         self.saver.get_tuple(
             {"configurable": {"thread_id": f"meta-{self.id}", "checkpoint_ns": ""}}
         )
-        self.store = MetaStore(db)
+        if self.saver.path is None:
+            raise ConfigError(
+                f"optimize keeps its search next to the runs in a SQLite file, and "
+                f"{self.saver.label} is a PostgreSQL database: pass --db FILE.db"
+            )
+        self.store = MetaStore(self.saver.path)
         try:
             previous = self.store.run(self.id)
             self.store.save_run(

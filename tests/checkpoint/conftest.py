@@ -54,3 +54,31 @@ def db_path(tmp_path: Path) -> Path:
 def saver(db_path: Path) -> Iterator[TrajectorySaver]:
     with TrajectorySaver(db_path) as s:
         yield s
+
+
+_stores = iter(range(1, 1_000_000))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty store on each back end: a SQLite file, or a database on the session's
+    throw-away PostgreSQL server (skipped, with the reason, where it cannot run)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.db")
+    server = request.getfixturevalue("postgres_server")
+    return str(server.create_database(f"store_{next(_stores)}"))
+
+
+def execute(target: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run one SQL statement on the store behind ``target`` with a connection of its own
+    (``?`` placeholders), committed; returns the rows."""
+    if target.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            cur = conn.execute(sql.replace("?", "%s"), params)
+            return cur.fetchall() if cur.description else []
+    import sqlite3
+
+    with sqlite3.connect(target) as conn:
+        return conn.execute(sql, params).fetchall()

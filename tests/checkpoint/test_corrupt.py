@@ -27,16 +27,22 @@ def test_garbage_file(tmp_path: Path) -> None:
     assert path.read_bytes().startswith(b"this is not")  # left untouched
 
 
-def test_foreign_sqlite_database(tmp_path: Path) -> None:
+def test_an_application_database_gains_the_checkpoint_tables(tmp_path: Path) -> None:
+    """Other tables may share the file (an app's own, LangGraph's SqliteStore); only tables
+    named like ours without our marker are refused (next test)."""
     path = tmp_path / "app.db"
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
-    with pytest.raises(ConfigError, match="not an aworld-graph checkpoint store.*users"):
-        TrajectorySaver(path).put_writes(
+        conn.execute("INSERT INTO users VALUES (1, 'ada')")
+    with TrajectorySaver(path) as saver:
+        saver.put_writes(
             {"configurable": {**CONFIG["configurable"], "checkpoint_ns": "", "checkpoint_id": "x"}},
             [("a", 1)],
             "task",
         )
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT name FROM users").fetchall() == [("ada",)]
+        assert conn.execute("SELECT channel FROM checkpoint_writes").fetchall() == [("a",)]
 
 
 def test_langgraph_sqlite_saver_database(tmp_path: Path) -> None:

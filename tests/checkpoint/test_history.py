@@ -1,16 +1,13 @@
-"""``list()`` hands out ids at once and decodes each page of tuples on first use."""
+"""``list()`` reads a page of plain ``CheckpointTuple`` s at a time, each with its own values."""
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import sqlite3
 from pathlib import Path
 from typing import Any
 
-import orjson
-import ormsgpack
 import pytest
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
@@ -18,9 +15,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from aworld_graph.checkpoint import HistoryTuple, TrajectorySaver
-from aworld_graph.checkpoint._read import LazyPage
-from aworld_graph.errors import RuntimeFailure
+from aworld_graph.checkpoint import TrajectorySaver
 
 
 class S(TypedDict):
@@ -50,78 +45,39 @@ def saver(tmp_path: Path) -> Any:
 THREAD = {"configurable": {"thread_id": "t"}}
 
 
-def _count_loads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    loads: list[int] = []
-    original = LazyPage.load
-
-    def load(self: LazyPage) -> Any:
-        loads.append(id(self))
-        return original(self)
-
-    monkeypatch.setattr(LazyPage, "load", load)
-    return loads
-
-
-def test_walking_ids_fetches_nothing_and_one_read_fetches_one_page(
-    saver: TrajectorySaver, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    loads = _count_loads(monkeypatch)
-    tuples = list(saver.list(THREAD))
-    assert len(tuples) == 452
-    ids = [t.config["configurable"]["checkpoint_id"] for t in tuples]
-    assert ids == sorted(ids, reverse=True)
-    parents = [t.parent_config["configurable"]["checkpoint_id"] for t in tuples[:-1]]
-    assert parents == ids[1:]
-    assert tuples[-1].parent_config is None
-    assert loads == []
-    assert tuples[300].checkpoint["channel_values"]["n"] == 450 - 300
-    assert tuples[301].metadata["step"] == tuples[300].metadata["step"] - 1
-    assert len(set(loads)) == 1  # both in the second page, loaded once
-
-
-def test_listed_tuples_equal_get_tuple_and_are_plain_once_read(saver: TrajectorySaver) -> None:
+def test_listed_tuples_are_plain_and_equal_get_tuple(saver: TrajectorySaver) -> None:
     listed = list(saver.list(THREAD))
+    assert len(listed) == 452  # input, 450 steps and the first loop checkpoint
     for t in (listed[0], listed[1], listed[250], listed[-1]):
-        assert isinstance(t, HistoryTuple) and isinstance(t, CheckpointTuple)
         direct = saver.get_tuple(t.config)
-        assert direct is not None and type(direct) is CheckpointTuple
-        assert t.checkpoint == direct.checkpoint
-        assert t.metadata == direct.metadata
-        assert t.pending_writes == direct.pending_writes
-        assert t == direct and direct == t
-    latest = listed[0]
-    values = latest.checkpoint["channel_values"]
+        assert type(t) is CheckpointTuple and direct == t
+    values = listed[0].checkpoint["channel_values"]
     assert type(values) is dict and values["n"] == 450 and len(values["log"]) == 450
-    # C-level serializers read a dict's storage directly: what a field read returns is filled
-    assert orjson.loads(orjson.dumps(latest.checkpoint))["channel_values"]["n"] == 450
-    packed = ormsgpack.unpackb(ormsgpack.packb(list(saver.list(THREAD))[5].checkpoint))
-    assert packed["channel_values"]["n"] == 445
-    assert orjson.loads(orjson.dumps(list(saver.list(THREAD))[3].metadata))["step"] == 447
-    writes = list(saver.list(THREAD))[2].pending_writes
-    assert ormsgpack.unpackb(ormsgpack.packb(writes)) and json.dumps(writes)
+    assert json.loads(json.dumps(listed[0]))[1]["channel_values"]["n"] == 450
+    assert [t.metadata["step"] for t in listed[:3]] == [450, 449, 448]
 
 
-def test_positional_access_unpacking_and_tuple_protocols_give_decoded_values(
-    saver: TrajectorySaver,
-) -> None:
-    first = next(iter(saver.list(THREAD)))
-    # json iterates the tuple (decoded values); C serializers of tuples refuse it loudly
-    assert json.loads(json.dumps(first))[1]["channel_values"]["n"] == 450
-    with pytest.raises(TypeError):
-        orjson.dumps(tuple.__getitem__(next(iter(saver.list(THREAD))), 1))
-    config, checkpoint, metadata, parent, writes = first
-    assert type(checkpoint) is dict and checkpoint["id"] == config["configurable"]["checkpoint_id"]
-    assert checkpoint["channel_values"]["n"] == 450 and first[1] is checkpoint
-    assert json.loads(json.dumps(first[2]))["step"] == 450 and first[-3] is metadata
-    assert writes == [] and parent is not None and first[3:] == (parent, writes)
-    assert first._asdict()["metadata"] == metadata and metadata in first
-    replaced = first._replace(metadata={})
-    assert replaced.metadata == {} and replaced.checkpoint["channel_values"]["n"] == 450
-    assert copy.deepcopy(first) == first and "not decoded" not in repr(first)
-    fresh = list(saver.list(THREAD, limit=2))
-    assert "<not decoded yet>" in repr(tuple.__getitem__(fresh[1], 1))
-    assert fresh[1] == saver.get_tuple(fresh[1].config) and fresh[0] != fresh[1]
-    assert tuple(fresh[0]) + () == tuple(fresh[0]) and fresh[0].count(None) == 0
+def test_each_tuple_owns_its_values(saver: TrajectorySaver) -> None:
+    """Two checkpoints sharing a channel version, and two reads of one checkpoint, never
+    share a mutable object."""
+    first, again = list(saver.list(THREAD, limit=1)), list(saver.list(THREAD, limit=1))
+    first[0].checkpoint["channel_values"]["log"].append("changed")
+    assert len(again[0].checkpoint["channel_values"]["log"]) == 450
+    assert len(saver.get_tuple(THREAD).checkpoint["channel_values"]["log"]) == 450
+
+
+def test_limit_before_and_pages_agree(saver: TrajectorySaver) -> None:
+    every = [t.config["configurable"]["checkpoint_id"] for t in saver.list(THREAD)]
+    assert every == sorted(every, reverse=True) and len(set(every)) == len(every)
+    some = [t.config["configurable"]["checkpoint_id"] for t in saver.list(THREAD, limit=205)]
+    assert some == every[:205]
+    before = {"configurable": {"thread_id": "t", "checkpoint_id": every[10]}}
+    after_ten = [
+        t.config["configurable"]["checkpoint_id"] for t in saver.list(THREAD, before=before)
+    ]
+    assert after_ten == every[11:]
+    across = [t.config["configurable"]["checkpoint_id"] for t in saver.list(None)]
+    assert across == every
 
 
 def test_copying_history_into_other_savers_keeps_every_value(
@@ -146,25 +102,24 @@ def test_copying_history_into_other_savers_keeps_every_value(
     conn.close()
 
 
-def test_a_checkpoint_deleted_after_listing_is_a_clear_error(saver: TrajectorySaver) -> None:
-    listed = list(saver.list(THREAD))
-    assert listed[0].metadata["step"] == 450  # the first page is loaded
+def test_a_thread_deleted_while_listing_ends_the_listing(saver: TrajectorySaver) -> None:
+    """Each page is read in its own snapshot: what was handed out stays; later pages of a
+    deleted thread are simply not there."""
+    listing = saver.list(THREAD)
+    first = next(listing)
     saver.delete_thread("t")
-    assert listed[1].checkpoint["channel_values"]["n"] == 449  # already loaded: still there
-    with pytest.raises(RuntimeFailure, match=r"was deleted .* list the thread again"):
-        _ = listed[-1].checkpoint
+    rest = list(listing)
+    assert first.checkpoint["channel_values"]["n"] == 450
+    assert len(rest) == 199  # the rest of the first page, read before the delete
     assert list(saver.list(THREAD)) == []
 
 
-def test_alist_decodes_in_a_worker_and_matches_list(saver: TrajectorySaver) -> None:
+def test_alist_matches_list(saver: TrajectorySaver) -> None:
     async def collect() -> list[CheckpointTuple]:
         return [t async for t in saver.alist(THREAD, limit=230)]
 
     listed = asyncio.run(collect())
-    assert len(listed) == 230
-    pages = {tuple.__getitem__(t, 1).page for t in listed}
-    assert len(pages) == 2 and all(page._tuples is not None for page in pages)
-    assert [t.checkpoint for t in listed] == [t.checkpoint for t in saver.list(THREAD, limit=230)]
+    assert listed == list(saver.list(THREAD, limit=230))
 
 
 def test_the_checkpoints_guide_example_runs(
@@ -178,14 +133,10 @@ def test_the_checkpoints_guide_example_runs(
     assert (tmp_path / "checkpoints" / "docs-example.db").exists()
 
 
-def test_concurrent_aget_tuple_calls_share_one_lookup_and_match_get_tuple(
-    saver: TrajectorySaver,
-) -> None:
-    """The reader thread answers every lookup queued meanwhile with one query: latest,
-    by id, absent threads, and the same key twice (each caller gets its own copy)."""
+def test_concurrent_aget_tuple_calls_match_get_tuple(saver: TrajectorySaver) -> None:
     listed = list(saver.list(THREAD, limit=5))
-    by_id = [t.config for t in listed]
-    configs: list[Any] = [THREAD, THREAD, {"configurable": {"thread_id": "absent"}}, *by_id]
+    configs: list[Any] = [THREAD, THREAD, {"configurable": {"thread_id": "absent"}}]
+    configs += [t.config for t in listed]
 
     async def ask() -> list[Any]:
         return await asyncio.gather(*(saver.aget_tuple(c) for c in configs))
@@ -197,8 +148,3 @@ def test_concurrent_aget_tuple_calls_share_one_lookup_and_match_get_tuple(
     assert answers[1].checkpoint["channel_values"]["n"] == 450
     for config, answer in zip(configs[3:], answers[3:], strict=True):
         assert answer == saver.get_tuple(config)
-    assert answers[1] == saver.get_tuple(THREAD)
-    reader = saver._store._reader
-    assert reader is not None and reader.is_alive()
-    saver.close()
-    assert not reader.is_alive()

@@ -94,13 +94,24 @@ def test_access_paths_use_indexes(saver: TrajectorySaver) -> None:
 
 
 def _count_statements(saver: TrajectorySaver, action: Any) -> int:
-    """Statements the saver runs for ``action``, counted with SQLite's trace hook."""
+    """Statements the saver runs for ``action``, counted with SQLite's trace hook on the
+    connections it opens (``_db`` opens every connection with ``sqlite3.connect``)."""
+    import aworld_graph.checkpoint._db as db_module
+
     statements: list[str] = []
     saver.close()
-    conn = saver._store._acquire()  # the only pooled connection, traced
-    conn.set_trace_callback(statements.append)
-    saver._store._release(conn)
-    action()
+    real = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = real(*args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    db_module.sqlite3.connect = traced  # type: ignore[assignment]
+    try:
+        action()
+    finally:
+        db_module.sqlite3.connect = real  # type: ignore[assignment]
     return len(statements)
 
 

@@ -86,7 +86,8 @@ def test_default_db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert default_db_path() == tmp_path / "custom" / "runs.db"
     saver = default_checkpointer(durability="full")
     assert saver.path == tmp_path / "custom" / "runs.db" and saver.durability == "full"
-    assert saver.path.parent.is_dir()
+    ask(chat_graph(saver), "t", "hi")
+    assert saver.path.is_file()
 
     monkeypatch.delenv("AWORLD_GRAPH_DB")
     monkeypatch.chdir(tmp_path)

@@ -209,114 +209,42 @@ async def test_async_writes_do_not_block_the_event_loop(db_path: Path) -> None:
     await saver.__aexit__(None, None, None)
 
 
-@pytest.mark.parametrize("durability", ["normal", "full"])
-def test_durability_modes_flush_the_log_only_for_full(
-    tmp_path: Path, durability: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("durability", "synchronous"), [("normal", 1), ("full", 2)])
+def test_durability_modes_and_every_write_is_committed_when_it_returns(
+    tmp_path: Path, durability: str, synchronous: int
 ) -> None:
-    """``full``: every write returns once the write-ahead log holding it is flushed — sync
-    callers commit on a ``synchronous=FULL`` connection (SQLite flushes inside COMMIT), async
-    callers' commits are flushed by the writer with ``fdatasync`` after a commit covering
-    them; ``normal``: WAL with synchronous=NORMAL and no flush per write."""
-    import os
+    """``normal``: WAL with ``synchronous=NORMAL``; ``full``: ``synchronous=FULL`` (SQLite
+    flushes the log inside each commit). In both, a returned put/put_writes is visible to
+    another connection at once: nothing is queued for later."""
+    from aworld_graph.checkpoint._db import SqliteDatabase
 
+    db = SqliteDatabase(tmp_path / "pragmas.db", durability)  # type: ignore[arg-type]
+    with db.read() as tx:
+        assert tx.one("PRAGMA journal_mode") == ("wal",)
+        assert tx.one("PRAGMA synchronous") == (synchronous,)
+        assert tx.one("PRAGMA busy_timeout")[0] >= 10_000  # type: ignore[index]
+    db.close()
     saver = TrajectorySaver(tmp_path / f"{durability}.db", durability=durability)  # type: ignore[arg-type]
-    store = saver._store
-    flushes: list[tuple[str, int]] = []
-    real = os.fdatasync
-
-    def fdatasync(fd: int) -> None:
-        flushes.append((os.readlink(f"/proc/self/fd/{fd}"), store._seq))
-        real(fd)
-
-    monkeypatch.setattr(os, "fdatasync", fdatasync)
     config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-    for i in range(3):
-        config = saver.put(config, empty_checkpoint(), {"step": i}, {})
-        saver.put_writes(config, [("ch", i)], "task")
-        assert store._synced == (store._seq if durability == "full" else 0)
-    if durability == "full":
-        assert store._inline is not None
-        assert store._inline.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-    assert flushes == []  # sync callers: SQLite's own flush (full) or none (normal)
 
-    async def async_writes() -> None:
+    async def both() -> None:
         nonlocal config
         for i in range(3):
+            config = saver.put(config, empty_checkpoint(), {"step": i}, {})
+            saver.put_writes(config, [("ch", i)], f"sync-{i}")
+            with sqlite3.connect(tmp_path / f"{durability}.db") as other:
+                assert other.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 2 * i + 1
+                assert (
+                    other.execute("SELECT count(*) FROM checkpoint_writes").fetchone()[0]
+                    == 2 * i + 1
+                )
             config = await saver.aput(config, empty_checkpoint(), {"step": 10 + i}, {})
-            await saver.aput_writes(config, [("ch", i)], "task")
-            if durability == "full":
-                wal, covered = flushes[-1]
-                assert wal == f"{saver.path}-wal" and covered == store._seq
+            await saver.aput_writes(config, [("ch", i)], f"async-{i}")
+            with sqlite3.connect(tmp_path / f"{durability}.db") as other:
+                assert other.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 2 * i + 2
 
-    asyncio.run(async_writes())
-    conn = store._acquire()
-    try:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1
-        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 10_000
-    finally:
-        store._release(conn)
-    assert len(flushes) == (6 if durability == "full" else 0)
+    asyncio.run(both())
     saver.close()
-
-
-def _queued(store: Any, n: int) -> bool:
-    with store._queue_cond:
-        return len(store._queue) >= n
-
-
-def test_full_writes_share_the_next_commit_and_its_flush(tmp_path: Path) -> None:
-    """``full``: a task's ordinary writes, saved from another thread than the checkpoints
-    (LangGraph's pool), wait for the next checkpoint's commit and return once that commit
-    (which holds them) is flushed: one commit and one flush for both, not two."""
-    saver = TrajectorySaver(tmp_path / "f.db", durability="full", commit_delay=60.0)
-    store = saver._store
-    config: Any = saver.put(
-        {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {}
-    )
-    before = store._seq
-    writer = threading.Thread(target=saver.put_writes, args=(config, [("ch", 1)], "task"))
-    writer.start()
-    for _ in range(2000):  # the writes are queued, waiting for company
-        if _queued(store, 1):
-            break
-        writer.join(0.005)
-    assert writer.is_alive() and store._seq == before  # not committed on their own
-    nxt = empty_checkpoint()
-    saver.put(config, nxt, {"step": 1}, {})
-    writer.join(30)  # taken along by the checkpoint's commit, long before the 60 s delay
-    assert not writer.is_alive()
-    assert store._seq == before + 1 and store._synced == store._seq
-    stored = saver.get_tuple(config)
-    assert stored is not None and stored.pending_writes == [("task", "ch", 1)]
-    saver.close()
-
-
-def test_full_writes_commit_at_once_when_alone_or_special(tmp_path: Path) -> None:
-    """The delay never stalls a caller with no one to wait for: one thread saving alone, and
-    writes to special channels (an error or interrupt ends the step: nothing follows)."""
-    saver = TrajectorySaver(tmp_path / "f.db", durability="full", commit_delay=60.0)
-    store = saver._store
-    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-    for i in range(3):  # one thread: each call commits (and flushes) by itself
-        config = saver.put(config, empty_checkpoint(), {"step": i}, {})
-        saver.put_writes(config, [("ch", i)], "task")
-    assert store._seq == 6 and store._synced == 6
-    writer = threading.Thread(target=saver.put_writes, args=(config, [(ERROR, "x")], "other"))
-    writer.start()
-    writer.join(30)
-    assert not writer.is_alive() and store._seq == 7 and store._synced == 7
-    # normal, writes not deferred: never delays
-    normal = TrajectorySaver(tmp_path / "n.db", commit_delay=60.0, defer_writes=0)
-    cfg = normal.put(config, empty_checkpoint(), {}, {})
-    plain = threading.Thread(target=normal.put_writes, args=(cfg, [("ch", 1)], "task"))
-    plain.start()
-    plain.join(30)
-    assert not plain.is_alive() and normal._store._seq == 2
-    saver.close()
-    normal.close()
-    with pytest.raises(ConfigError, match="commit_delay"):
-        TrajectorySaver(tmp_path / "x.db", commit_delay=-1)
 
 
 def test_a_file_with_the_first_blob_key_order_reads_and_writes_the_same(tmp_path: Path) -> None:
@@ -330,7 +258,7 @@ def test_a_file_with_the_first_blob_key_order_reads_and_writes_the_same(tmp_path
         sql = conn.execute(
             "SELECT sql FROM sqlite_master WHERE name = 'checkpoint_blobs'"
         ).fetchone()[0]
-        old = sql.replace('"version", "channel"', '"channel", "version"')
+        old = sql.replace("version, channel)", "channel, version)")
         assert old != sql  # version-first today
         conn.execute("ALTER TABLE checkpoint_blobs RENAME TO blobs_now")
         conn.execute(old)
@@ -344,6 +272,6 @@ def test_a_file_with_the_first_blob_key_order_reads_and_writes_the_same(tmp_path
         assert [m["content"] for m in final["messages"]][::2] == ["one", "two"]
         assert history[0].checkpoint["channel_values"]["messages"] == final["messages"]
         assert len(history) == 6
-    with sqlite3.connect(path) as conn:  # marked schema 2: older versions refuse it clearly
+    with sqlite3.connect(path) as conn:  # migrated: older versions refuse it clearly
         meta = dict(conn.execute("SELECT key, value FROM aworld_meta").fetchall())
-        assert meta["schema_version"] == "2"
+        assert meta["schema_version"] == "3"

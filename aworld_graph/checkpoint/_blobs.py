@@ -1,0 +1,154 @@
+"""Channel values as blob rows: full values, and append-only lists as deltas.
+
+A list serialized with msgpack is an array header followed by the items' encodings, one
+after another, each independent of the others. When a new version of a list channel starts
+with the previous version's items (a message list, a trace, a rewards list), the row keeps
+only the appended items — itself a valid msgpack array — and points at the version it
+extends. Every ``snapshot_every`` versions a full value is stored again, so rebuilding any
+version reads a bounded chain. Whether the new list really extends the old one is checked on
+the serialized bytes (a BLAKE2b digest of the prefix), so a list whose items were edited in
+place is never mistaken for an append.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "EMPTY",
+    "FULL",
+    "DELTA",
+    "BaseInfo",
+    "BlobRow",
+    "encode_channel",
+    "split_array",
+    "array_header",
+]
+
+EMPTY, FULL, DELTA = 0, 1, 2
+"""Row kinds: the channel has no value at this version / a whole value / appended items."""
+
+
+@dataclass(frozen=True, slots=True)
+class BaseInfo:
+    """What a later version needs to know about a stored list version to extend it."""
+
+    version: str
+    """The stored version string."""
+    items: int
+    """Number of items in the list at that version."""
+    nbytes: int
+    """Length of the serialized items (array body, without the header)."""
+    digest: bytes
+    """BLAKE2b-128 digest of those bytes."""
+    depth: int
+    """Delta rows between this version and the nearest full value (0 for a full value)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlobRow:
+    """One row of ``checkpoint_blobs`` for one channel version."""
+
+    channel: str
+    """Channel name."""
+    version: str
+    """Channel version, as text."""
+    kind: int
+    """:data:`EMPTY`, :data:`FULL` or :data:`DELTA`."""
+    type: str | None
+    """Serializer type tag (``msgpack``, ``null``, ``bytes``…)."""
+    value: bytes | None
+    """Serialized value, or for a delta the appended items as a msgpack array."""
+    base_version: str | None = None
+    """For a delta, the version it extends."""
+    items: int | None = None
+    """For a list, its total number of items at this version."""
+    nbytes: int | None = None
+    """For a list, the length of its serialized items (without the array header)."""
+    digest: bytes | None = None
+    """For a list, BLAKE2b-128 digest of its serialized items."""
+    depth: int = 0
+    """Delta rows back to the nearest full value."""
+
+
+def _digest(*parts: bytes | memoryview) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        h.update(part)
+    return h.digest()
+
+
+def split_array(data: bytes) -> tuple[int, int] | None:
+    """``(item count, header length)`` when ``data`` is a msgpack array, else ``None``."""
+    if not data:
+        return None
+    first = data[0]
+    if 0x90 <= first <= 0x9F:
+        return first & 0x0F, 1
+    if first == 0xDC and len(data) >= 3:
+        return struct.unpack_from(">H", data, 1)[0], 3
+    if first == 0xDD and len(data) >= 5:
+        return struct.unpack_from(">I", data, 1)[0], 5
+    return None
+
+
+def array_header(count: int) -> bytes:
+    """The msgpack header of an array of ``count`` items."""
+    if count < 16:
+        return bytes((0x90 | count,))
+    if count < 0x10000:
+        return b"\xdc" + struct.pack(">H", count)
+    return b"\xdd" + struct.pack(">I", count)
+
+
+def encode_channel(
+    channel: str,
+    version: str,
+    value: Any,
+    typed: tuple[str, bytes],
+    base: BaseInfo | None,
+    snapshot_every: int,
+) -> tuple[BlobRow, list[Any] | None]:
+    """The row to store for ``value`` (already serialized as ``typed``).
+
+    Returns the row and, when ``value`` is a list that extends ``base``, the appended items
+    (used for the trajectory); ``None`` when the value is not an append.
+    """
+    type_, data = typed
+    if type_ != "msgpack" or not isinstance(value, list):
+        return BlobRow(channel, version, FULL, type_, data), None
+    header = split_array(data)
+    if header is None:
+        return BlobRow(channel, version, FULL, type_, data), None
+    count, hlen = header
+    body = memoryview(data)[hlen:]
+    appended: list[Any] | None = None
+    if base is not None and base.items <= count and base.nbytes <= len(body):
+        prefix = hashlib.blake2b(body[: base.nbytes], digest_size=16)
+        if prefix.digest() == base.digest:
+            appended = value[base.items :]
+            prefix.update(body[base.nbytes :])
+            digest = prefix.digest()
+            if base.depth + 1 < snapshot_every:
+                delta = array_header(count - base.items) + bytes(body[base.nbytes :])
+                row = BlobRow(
+                    channel,
+                    version,
+                    DELTA,
+                    type_,
+                    delta,
+                    base.version,
+                    count,
+                    len(body),
+                    digest,
+                    base.depth + 1,
+                )
+                return row, appended
+            return BlobRow(
+                channel, version, FULL, type_, data, None, count, len(body), digest
+            ), appended
+    row = BlobRow(channel, version, FULL, type_, data, None, count, len(body), _digest(body))
+    return row, appended

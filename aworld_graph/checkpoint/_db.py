@@ -1,0 +1,337 @@
+"""Where checkpoints live: a SQLite file or a PostgreSQL database, behind one small interface.
+
+Everything above this module speaks :class:`Tx` — ``all`` / ``one`` / ``run`` / ``many``
+with ``?`` placeholders — inside :meth:`Database.read` or :meth:`Database.write`. A write
+is one transaction that is committed before ``write()`` returns, or rolled back and raised:
+
+* SQLite: ``BEGIN IMMEDIATE`` on a pooled connection (WAL; ``synchronous=NORMAL`` or
+  ``FULL``). Writers of one saver take turns on a lock first, so they queue in Python
+  instead of spinning in SQLite's busy handler; other processes wait on the busy timeout.
+* PostgreSQL: a transaction on a connection from a psycopg 3 pool (``synchronous_commit``
+  ``off`` for ``normal`` durability, ``on`` for ``full``).
+"""
+
+from __future__ import annotations
+
+import queue
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ..errors import ConfigError, RuntimeFailure
+
+__all__ = [
+    "Database",
+    "Durability",
+    "SqliteDatabase",
+    "PostgresDatabase",
+    "Tx",
+    "is_url",
+    "open_database",
+]
+
+Durability = Literal["normal", "full"]
+"""``normal``: a committed write survives a killed process (SQLite WAL with
+``synchronous=NORMAL``; PostgreSQL ``synchronous_commit=off``: a server crash may lose the
+last commits). ``full``: it also survives power loss / a server crash (``synchronous=FULL``;
+``synchronous_commit=on``)."""
+
+BUSY_TIMEOUT_S = 60.0
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(target: object) -> bool:
+    """Whether ``target`` names a PostgreSQL database rather than a SQLite file."""
+    return isinstance(target, str) and target.startswith(_POSTGRES_SCHEMES)
+
+
+class Tx(Protocol):
+    """A connection inside a transaction (or a read snapshot)."""
+
+    dialect: Literal["sqlite", "postgres"]
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None: ...
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int: ...
+
+    def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+
+class Database(Protocol):
+    """One store: connections, transactions, and how to name it in messages."""
+
+    dialect: Literal["sqlite", "postgres"]
+    label: str
+    """The file path, or the URL without its password."""
+
+    def read(self) -> AbstractContextManager[Tx]: ...
+
+    def write(self) -> AbstractContextManager[Tx]: ...
+
+    def autocommit(self) -> AbstractContextManager[Tx]: ...
+
+    def close(self) -> None: ...
+
+
+class _SqliteTx:
+    dialect: Literal["sqlite"] = "sqlite"
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        return self.conn.execute(sql, params).fetchone()  # type: ignore[no-any-return]
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self.conn.execute(sql, params).rowcount
+
+    def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, rows)
+
+
+class SqliteDatabase:
+    """A SQLite file (created with its folders on first use)."""
+
+    dialect: Literal["sqlite"] = "sqlite"
+
+    def __init__(self, path: Path, durability: Durability) -> None:
+        self.path = path
+        self.label = str(path)
+        self._sync = "FULL" if durability == "full" else "NORMAL"
+        self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(
+                str(self.path),
+                timeout=BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise ConfigError(
+                    f"cannot switch {self.path} to WAL journal mode (got {mode!r}); put the "
+                    "database on a local filesystem"
+                )
+            conn.execute(f"PRAGMA synchronous={self._sync}")
+            conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        except sqlite3.Error as exc:
+            raise sqlite_error(self.path, exc) from None
+        return conn
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        try:
+            conn = self._idle.get_nowait()
+        except queue.Empty:
+            conn = self._connect()
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._idle.put(conn)
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        """A read transaction: one consistent snapshot for every statement in it."""
+        with self._connection() as conn, _sqlite_errors(self.path):
+            conn.execute("BEGIN")
+            try:
+                yield _SqliteTx(conn)
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        """A write transaction, committed when the block ends, rolled back if it raises."""
+        with self._lock, self._connection() as conn, _sqlite_errors(self.path):
+            conn.execute("BEGIN IMMEDIATE")
+            yield _SqliteTx(conn)
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def autocommit(self) -> Iterator[Tx]:
+        """A connection outside any transaction (``VACUUM``)."""
+        with self._lock, self._connection() as conn, _sqlite_errors(self.path):
+            yield _SqliteTx(conn)
+
+    def close(self) -> None:
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
+
+
+def sqlite_error(path: Path, exc: sqlite3.Error) -> Exception:
+    """The project error for a low-level SQLite error on ``path``."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.DatabaseError) and any(
+        word in text for word in ("not a database", "malformed", "encrypted", "Could not decode")
+    ):
+        return ConfigError(
+            f"checkpoint database {path} is not a valid SQLite file or is corrupt ({text}). "
+            "Move it aside (or restore a backup) and run again, or point AWORLD_GRAPH_DB / "
+            "--db at another file"
+        )
+    if "unable to open" in text or "readonly" in text:
+        return ConfigError(
+            f"checkpoint database {path}: {text}. Check that the file and its folder exist "
+            "and are writable (SQLite also writes <file>-wal and <file>-shm beside it), or "
+            "point AWORLD_GRAPH_DB / --db at another file"
+        )
+    return RuntimeFailure(f"checkpoint database {path}: {type(exc).__name__}: {text}")
+
+
+@contextmanager
+def _sqlite_errors(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise sqlite_error(path, exc) from exc
+
+
+class _PostgresTx:
+    dialect: Literal["postgres"] = "postgres"
+
+    def __init__(self, conn: Any) -> None:
+        self.cur = conn.cursor()
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self.cur.execute(_pg(sql), params)
+        return self.cur.fetchall()  # type: ignore[no-any-return]
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        self.cur.execute(_pg(sql), params)
+        return self.cur.fetchone()  # type: ignore[no-any-return]
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        self.cur.execute(_pg(sql), params)
+        return int(self.cur.rowcount)
+
+    def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        rows = list(rows)
+        if rows:
+            self.cur.executemany(_pg(sql), rows)
+
+
+@lru_cache(maxsize=512)
+def _pg(sql: str) -> str:
+    """``?`` placeholders as psycopg's ``%s`` (a literal ``%`` doubled)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PostgresDatabase:
+    """A PostgreSQL database through a psycopg 3 connection pool."""
+
+    dialect: Literal["postgres"] = "postgres"
+
+    def __init__(self, url: str, durability: Durability, max_connections: int = 8) -> None:
+        try:
+            import psycopg
+            from psycopg_pool import ConnectionPool
+        except ImportError:
+            raise ConfigError(
+                "TrajectorySaver('postgresql://…') needs psycopg 3 and psycopg-pool: "
+                "pip install 'aworld-graph[postgres]'"
+            ) from None
+        self._psycopg = psycopg
+        self.label = _without_password(url)
+        commit = "on" if durability == "full" else "off"
+
+        def configure(conn: Any) -> None:
+            conn.execute(f"SET synchronous_commit = {commit}")
+            conn.commit()
+
+        try:
+            self._pool = ConnectionPool(
+                url,
+                min_size=1,
+                max_size=max_connections,
+                configure=configure,
+                open=True,
+                timeout=BUSY_TIMEOUT_S,
+            )
+            self._pool.wait(timeout=30.0)
+        except Exception as exc:
+            pool = getattr(self, "_pool", None)
+            if pool is not None:
+                pool.close()
+            raise ConfigError(
+                f"cannot connect to the checkpoint database {self.label}: {exc}. Check the "
+                "URL (postgresql://user@host:port/db), that the server runs and accepts you"
+            ) from None
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except self._psycopg.Error as exc:
+            raise RuntimeFailure(
+                f"checkpoint database {self.label}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        with self._errors(), self._pool.connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield _PostgresTx(conn)
+
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        with self._errors(), self._pool.connection() as conn, conn.transaction():
+            yield _PostgresTx(conn)
+
+    @contextmanager
+    def autocommit(self) -> Iterator[Tx]:
+        with self._errors(), self._pool.connection() as conn:
+            conn.autocommit = True
+            try:
+                yield _PostgresTx(conn)
+            finally:
+                conn.autocommit = False
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def _without_password(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at:
+        return url
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}@{host}"
+
+
+def open_database(target: str | Path, durability: Durability) -> SqliteDatabase | PostgresDatabase:
+    """A :class:`PostgresDatabase` for a ``postgresql://`` URL, else a :class:`SqliteDatabase`."""
+    if is_url(target):
+        return PostgresDatabase(str(target), durability)
+    text = str(target)
+    if "://" in text:
+        raise ConfigError(
+            f"checkpoint store {text!r}: only postgresql:// URLs and SQLite file paths are "
+            "supported"
+        )
+    if text == ":memory:" or text.startswith("file::memory"):
+        raise ConfigError(
+            "TrajectorySaver needs a database file, not ':memory:' (use a temporary file, "
+            "or LangGraph's InMemorySaver)"
+        )
+    return SqliteDatabase(Path(target).expanduser(), durability)

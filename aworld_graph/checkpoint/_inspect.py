@@ -1,0 +1,120 @@
+"""Read-only summaries of what a store holds: its threads, and a thread's transitions."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ._db import Tx
+
+__all__ = ["ThreadSummary", "TransitionRow", "thread_summaries", "transitions"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThreadSummary:
+    """One thread of the store."""
+
+    thread_id: str
+    """The thread (a run, or a conversation of several runs)."""
+    checkpoints: int
+    """Checkpoints stored, all namespaces."""
+    namespaces: int
+    """Distinct namespaces (1 unless subgraphs checkpointed)."""
+    first_at: str
+    """Oldest checkpoint's timestamp (ISO-8601)."""
+    last_at: str
+    """Newest checkpoint's timestamp."""
+    last_step: int | None
+    """Step of the newest root-namespace checkpoint."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TransitionRow:
+    """One row of the ``trajectory`` view, JSON columns decoded."""
+
+    checkpoint_id: str | None
+    """The checkpoint the step made; ``None`` for a step that failed (see ``error``)."""
+    parent_checkpoint_id: str | None
+    """The checkpoint the step started from."""
+    step: int | None
+    """LangGraph's step number."""
+    source: str | None
+    """``input``, ``loop``, ``update``, ``fork``, or ``error`` for a failed step."""
+    created_at: str | None
+    """ISO-8601 UTC."""
+    duration_ms: float | None
+    """Time since the parent checkpoint."""
+    nodes: list[str]
+    """Nodes that ran in the step."""
+    changes: dict[str, Any]
+    """Channel → new value (for a list that grew, the appended items)."""
+    llm_usage: dict[str, int] | None
+    """Summed LLM usage of the step."""
+    tool_names: list[str]
+    """Tools called or executed in the step."""
+    reward: float | None
+    """The last reward appended in the step."""
+    run_id: str | None
+    """The LangGraph run that made it."""
+    error: str | None = None
+    """For a failed step, what went wrong (secrets removed)."""
+
+
+def _json(value: Any, empty: Any) -> Any:
+    if value is None:
+        return empty
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def thread_summaries(tx: Tx, limit: int | None = None) -> list[ThreadSummary]:
+    """Threads, most recently active first."""
+    sql = (
+        "SELECT thread_id, count(*), count(DISTINCT checkpoint_ns), min(created_at), "
+        "max(created_at), (SELECT step FROM checkpoints AS l WHERE l.thread_id = c.thread_id "
+        "AND l.checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1) "
+        "FROM checkpoints AS c GROUP BY thread_id ORDER BY max(created_at) DESC"
+    )
+    params: list[Any] = []
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(int(limit))
+    return [
+        ThreadSummary(
+            thread_id=t, checkpoints=n, namespaces=ns, first_at=first, last_at=last, last_step=step
+        )
+        for t, n, ns, first, last, step in tx.all(sql, params)
+    ]
+
+
+def transitions(
+    tx: Tx, thread_id: str, ns: str = "", *, errors: bool = True
+) -> list[TransitionRow]:
+    """Every transition of a thread/namespace, oldest first (forks and failed steps
+    included; ``errors=False`` for a store not migrated yet, whose view has no errors)."""
+    error = "error" if errors else "NULL"
+    rows = tx.all(
+        "SELECT checkpoint_id, parent_checkpoint_id, step, source, created_at, duration_ms, "
+        f"nodes, changes, llm_usage, tool_names, reward, run_id, {error} FROM trajectory "
+        "WHERE thread_id = ? AND checkpoint_ns = ? "
+        "ORDER BY coalesce(checkpoint_id, parent_checkpoint_id || '~')",
+        (thread_id, ns),
+    )
+    return [
+        TransitionRow(
+            checkpoint_id=cid,
+            parent_checkpoint_id=parent,
+            step=step,
+            source=source,
+            created_at=created,
+            duration_ms=duration,
+            nodes=_json(nodes, []),
+            changes=_json(changes, {}),
+            llm_usage=_json(usage, None),
+            tool_names=_json(tools, []),
+            reward=reward,
+            run_id=run_id,
+            error=err,
+        )
+        for cid, parent, step, source, created, duration, nodes, changes, usage, tools, reward, run_id, err in rows
+    ]

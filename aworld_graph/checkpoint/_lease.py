@@ -1,0 +1,109 @@
+"""One writer per thread: a lease row names the saver that runs a thread now.
+
+``TrajectorySaver.hold(thread_id)`` takes the lease (``Runners`` do it for every run): a row
+in ``checkpoint_leases`` with the holder, its host and process id, and an expiry. While it
+is held, another saver's ``hold`` of that thread, and its ``put`` / ``put_writes``, raise
+:class:`~aworld_graph.errors.ThreadBusy` naming the thread and the holder, so two runs of
+one thread cannot fork its checkpoint chain. The holder's own writes renew the lease. A
+lease stops counting when it expires, and at once when its holder's process on the same
+host is gone (a SIGKILLed worker blocks nobody). Releasing deletes the row.
+
+On PostgreSQL every write of a thread also takes a shared transaction-level advisory lock
+on it, and retention (pruning, deleting runs) an exclusive one, so deleting values never
+interleaves with a write that builds a delta on them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from ..errors import ThreadBusy
+from ._db import Tx
+
+__all__ = ["HOST", "acquire", "check", "release", "lock_for_retention"]
+
+HOST = socket.gethostname()
+
+
+def _alive(host: str, pid: int | None) -> bool:
+    """Whether a holder's process may still run (another host's: assumed so)."""
+    if host != HOST or not pid:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _busy(thread_id: str, holder: str, host: str, pid: int | None, expires: float) -> ThreadBusy:
+    left = max(0.0, expires - time.time())
+    return ThreadBusy(
+        f"thread {thread_id!r} is being run by {holder} (host {host}, pid {pid}); a second "
+        "run at the same time would fork its checkpoint chain. Wait for that run to finish "
+        f"(its lease ends in {left:.0f} s if it died on another host), or use another "
+        "thread id",
+        thread_id=thread_id,
+        holder=holder,
+    )
+
+
+def _foreign(tx: Tx, thread_id: str, me: str) -> ThreadBusy | None:
+    row = tx.one(
+        "SELECT holder, host, pid, expires_at FROM checkpoint_leases WHERE thread_id = ?",
+        (thread_id,),
+    )
+    if row is None or row[0] == me:
+        return None
+    holder, host, pid, expires = row
+    if expires < time.time() or not _alive(host, pid):
+        return None
+    return _busy(thread_id, holder, host, pid, expires)
+
+
+def check(tx: Tx, thread_id: str, me: str, held: bool, seconds: float) -> None:
+    """Before a write of ``thread_id`` by ``me``: refuse it while another holder has the
+    lease; renew ``me``'s lease when it holds one."""
+    if tx.dialect == "postgres":
+        tx.one("SELECT pg_advisory_xact_lock_shared(hashtextextended(?, 0))", (thread_id,))
+    if held:
+        if not tx.run(
+            "UPDATE checkpoint_leases SET expires_at = ? WHERE thread_id = ? AND holder = ?",
+            (time.time() + seconds, thread_id, me),
+        ):
+            acquire(tx, thread_id, me, seconds)  # lost (expired and taken back): take again
+        return
+    busy = _foreign(tx, thread_id, me)
+    if busy is not None:
+        raise busy
+
+
+def acquire(tx: Tx, thread_id: str, me: str, seconds: float) -> None:
+    """Take the lease of ``thread_id`` for ``me``, or raise :class:`ThreadBusy`."""
+    busy = _foreign(tx, thread_id, me)
+    if busy is not None:
+        raise busy
+    tx.run(
+        "INSERT INTO checkpoint_leases (thread_id, holder, host, pid, expires_at) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET holder = excluded.holder, "
+        "host = excluded.host, pid = excluded.pid, expires_at = excluded.expires_at",
+        (thread_id, me, HOST, os.getpid(), time.time() + seconds),
+    )
+
+
+def release(tx: Tx, thread_id: str, me: str) -> None:
+    """Give the lease of ``thread_id`` back (if ``me`` still holds it)."""
+    tx.run("DELETE FROM checkpoint_leases WHERE thread_id = ? AND holder = ?", (thread_id, me))
+
+
+def lock_for_retention(tx: Tx, thread_ids: list[str]) -> None:
+    """PostgreSQL: wait for running writes of these threads, and hold theirs off until the
+    transaction ends (SQLite's write transaction already excludes every other writer)."""
+    if tx.dialect != "postgres":
+        return
+    for thread_id in sorted(set(thread_ids)):
+        tx.one("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (thread_id,))

@@ -1,0 +1,116 @@
+"""Reading and migrating stores written by schema 1 and 2 (aworld-graph 0.1 on SQLite).
+
+Schema 2 could store a checkpoint's skeleton (the checkpoint without its values) as the
+entries that changed from its parent's: ``0xC1`` (a byte msgpack never uses) followed by the
+msgpack of ``{"rest", "cv", "cv-", "vs", "vs-"}`` — the other top-level fields, channel
+versions set and removed, per-node seen versions set and removed. Such a file reads as it
+is (:func:`resolve`), and the first write migrates it (:func:`store_skeletons_whole`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import RuntimeFailure
+from ._db import Tx
+from ._trajectory import error_text, node_from_task_path
+
+__all__ = ["MARK", "is_delta", "resolve", "store_skeletons_whole", "name_write_nodes"]
+
+MARK = b"\xc1"
+
+_ANCESTORS = (
+    "WITH RECURSIVE up(id, parent, blob) AS ("
+    "SELECT checkpoint_id, parent_checkpoint_id, checkpoint FROM checkpoints "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
+    "UNION SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint FROM up "
+    "JOIN checkpoints AS c ON c.thread_id = ? AND c.checkpoint_ns = ? "
+    "AND c.checkpoint_id = up.parent WHERE substr(up.blob, 1, 1) = x'c1') "
+    "SELECT id, parent, blob FROM up"
+)
+
+
+def is_delta(blob: bytes) -> bool:
+    """Whether a stored skeleton is a schema-2 delta of its parent's."""
+    return blob[:1] == MARK
+
+
+def _apply(base: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+    cv = dict(base.get("channel_versions") or {})
+    for key in delta.get("cv-", ()):
+        cv.pop(key, None)
+    cv.update(delta.get("cv") or {})
+    vs = {k: dict(v) for k, v in (base.get("versions_seen") or {}).items()}
+    for key in delta.get("vs-", ()):
+        vs.pop(key, None)
+    vs.update(delta.get("vs") or {})
+    return {**(delta.get("rest") or {}), "channel_versions": cv, "versions_seen": vs}
+
+
+def resolve(
+    tx: Tx, thread_id: str, ns: str, checkpoint_id: str, unpack: Callable[[bytes], Any]
+) -> dict[str, Any]:
+    """The whole skeleton of a checkpoint stored as a delta (its chain read in one query)."""
+    rows = {
+        cid: (parent, bytes(blob))
+        for cid, parent, blob in tx.all(_ANCESTORS, (thread_id, ns, checkpoint_id, thread_id, ns))
+    }
+    chain: list[str] = []
+    current: str | None = checkpoint_id
+    while current is not None and current in rows and is_delta(rows[current][1]):
+        if current in chain:
+            break
+        chain.append(current)
+        current = rows[current][0]
+    if current is None or current not in rows or is_delta(rows[current][1]):
+        raise RuntimeFailure(
+            f"checkpoint {checkpoint_id} of thread {thread_id!r} is stored as a delta of "
+            f"checkpoint {current}, which is missing: the file was changed outside "
+            "aworld-graph. TrajectorySaver.delete_thread removes the thread"
+        )
+    skeleton = unpack(rows[current][1])
+    for cid in reversed(chain):
+        skeleton = _apply(skeleton, unpack(rows[cid][1][1:]))
+    return skeleton  # type: ignore[no-any-return]
+
+
+def store_skeletons_whole(tx: Tx, serde: Any) -> int:
+    """Rewrite every delta skeleton whole (oldest first, so each parent is whole already);
+    returns how many were rewritten."""
+    unpack: Callable[[bytes], Any] = lambda data: serde.loads_typed(("msgpack", data))  # noqa: E731
+    rows = tx.all(
+        "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints "
+        "WHERE substr(checkpoint, 1, 1) = x'c1' ORDER BY thread_id, checkpoint_ns, checkpoint_id"
+    )
+    for thread_id, ns, cid in rows:
+        skeleton = resolve(tx, thread_id, ns, cid, unpack)
+        tx.run(
+            "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_ns = ? "
+            "AND checkpoint_id = ?",
+            (serde.dumps_typed(skeleton)[1], thread_id, ns, cid),
+        )
+    return len(rows)
+
+
+def name_write_nodes(tx: Tx, serde: Any) -> None:
+    """Fill the columns schema 3 added to ``checkpoint_writes`` for rows written before."""
+    for thread_id, ns, cid, task_id, idx, channel, type_, value, path, created in tx.all(
+        "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, "
+        "w.type, w.value, w.task_path, c.created_at FROM checkpoint_writes AS w "
+        "LEFT JOIN checkpoints AS c ON c.thread_id = w.thread_id AND "
+        "c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id "
+        "WHERE w.node IS NULL"
+    ):
+        error = None
+        if channel == "__error__":
+            try:
+                error = error_text(serde.loads_typed((type_, value)))
+            except Exception as exc:  # noqa: BLE001 - kept readable, named as unreadable
+                error = f"(error value unreadable: {type(exc).__name__})"
+        tx.run(
+            "UPDATE checkpoint_writes SET node = ?, error = ?, created_at = ? "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? "
+            "AND idx = ?",
+            (node_from_task_path(path or ""), error, created, thread_id, ns, cid, task_id, idx),
+        )

@@ -1,0 +1,275 @@
+"""Reading checkpoints back as LangGraph ``CheckpointTuple`` s, a page at a time.
+
+For a page of checkpoint rows, one query per thread/namespace fetches every value they need
+with the delta chains behind them (a recursive query), and one fetches their pending writes.
+Each tuple decodes its own values, so no two tuples share a mutable object.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ..errors import AWorldGraphError, ConfigError, RuntimeFailure, UnsafeCheckpointValue
+from ._blobs import DELTA, EMPTY, array_header, split_array
+from ._db import Tx
+from ._write import skeleton_of
+
+__all__ = ["CHECKPOINT_COLUMNS", "decoding", "lookup", "page_rows", "to_tuples", "where_clause"]
+
+CHECKPOINT_COLUMNS = (
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata"
+)
+Row = tuple[str, str, str, str | None, bytes, Any]
+ChainRow = tuple[int, str | None, bytes | None, str | None, int | None]
+"""A blob row: ``(kind, type, value, base_version, items)``."""
+
+_FILTER_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PAIRS_PER_QUERY = 400
+
+
+@contextmanager
+def decoding(label: str) -> Iterator[None]:
+    """Values that cannot be decoded mean a damaged store: say so, naming it."""
+    try:
+        yield
+    except AWorldGraphError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        raise RuntimeFailure(
+            f"checkpoint database {label} holds a value that cannot be decoded "
+            f"({type(exc).__name__}: {exc}); it may be damaged. Restore a backup, or delete "
+            "the thread (TrajectorySaver.delete_thread)"
+        ) from exc
+
+
+def lookup(tx: Tx, thread_id: str, ns: str, checkpoint_id: str | None) -> Row | None:
+    """One checkpoint row: by id, or the thread's latest."""
+    if checkpoint_id:
+        return tx.one(  # type: ignore[return-value]
+            f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = ? AND "
+            "checkpoint_ns = ? AND checkpoint_id = ?",
+            (thread_id, ns, checkpoint_id),
+        )
+    return tx.one(  # type: ignore[return-value]
+        f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = ? AND "
+        "checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
+        (thread_id, ns),
+    )
+
+
+def where_clause(
+    tx: Tx,
+    config: RunnableConfig | None,
+    filter: dict[str, Any] | None,
+    before: RunnableConfig | None,
+) -> tuple[list[str], list[Any]]:
+    """Conditions and parameters selecting checkpoints for ``list()``.
+
+    Filter keys must be plain identifiers; values are always bound parameters, so nothing
+    from a filter is spliced into the SQL text."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if config is not None:
+        conf = config["configurable"]
+        clauses.append("thread_id = ?")
+        params.append(str(conf["thread_id"]))
+        if (ns := conf.get("checkpoint_ns")) is not None:
+            clauses.append("checkpoint_ns = ?")
+            params.append(ns)
+        if checkpoint_id := get_checkpoint_id(config):
+            clauses.append("checkpoint_id = ?")
+            params.append(checkpoint_id)
+    for key, value in (filter or {}).items():
+        if not isinstance(key, str) or not _FILTER_KEY.match(key):
+            raise ConfigError(
+                f"invalid metadata filter key {key!r}: use a plain identifier (letters, "
+                "digits and '_', not starting with a digit)"
+            )
+        if tx.dialect == "postgres":
+            clauses.append("metadata @> CAST(? AS jsonb)")
+            params.append(json.dumps({key: value}, default=str))
+            continue
+        path = f'$."{key}"'
+        if value is None:
+            clauses.append("json_extract(metadata, ?) IS NULL")
+            params.append(path)
+        elif isinstance(value, bool):
+            clauses.append("json_extract(metadata, ?) = ?")
+            params.extend((path, int(value)))
+        elif isinstance(value, (int, float, str)):
+            clauses.append("json_extract(metadata, ?) = ?")
+            params.extend((path, value))
+        else:
+            clauses.append("json_extract(metadata, ?) = json(?)")
+            params.extend((path, json.dumps(value, separators=(",", ":"), default=str)))
+    if before is not None and (before_id := get_checkpoint_id(before)):
+        clauses.append("checkpoint_id < ?")
+        params.append(before_id)
+    return clauses, params
+
+
+def page_rows(
+    tx: Tx,
+    clauses: list[str],
+    params: list[Any],
+    after: tuple[str, str, str] | None,
+    size: int,
+) -> list[Row]:
+    """The next ``size`` rows of a listing, newest first, after ``after``'s key."""
+    conds = list(clauses)
+    args = list(params)
+    if after is not None:
+        conds.append("(checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?)")
+        args.extend((after[2], after[0], after[1]))
+    where = ("WHERE " + " AND ".join(conds)) if conds else ""
+    return tx.all(  # type: ignore[return-value]
+        f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints {where} "
+        "ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT ?",
+        [*args, size],
+    )
+
+
+def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[CheckpointTuple]:
+    """The tuples of ``rows`` (in order), values and pending writes included."""
+    unpack: Callable[[bytes], Any] = lambda data: serde.loads_typed(("msgpack", data))  # noqa: E731
+    scopes: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        scopes.setdefault((row[0], row[1]), []).append(row)
+    skeletons: dict[tuple[str, str, str], dict[str, Any]] = {}
+    values: dict[tuple[str, str], dict[tuple[str, str], tuple[str, bytes]]] = {}
+    writes: dict[tuple[str, str, str], list[tuple[Any, ...]]] = {}
+    for (thread_id, ns), members in scopes.items():
+        need: dict[tuple[str, str], None] = {}
+        for row in members:
+            skeleton = skeleton_of(tx, unpack, thread_id, ns, row[2], row[4])
+            skeletons[row[:3]] = skeleton
+            for ch, ver in skeleton["channel_versions"].items():
+                need[(ch, str(ver))] = None
+        values[(thread_id, ns)] = _values(tx, thread_id, ns, list(need))
+        ids = sorted({row[2] for row in members})
+        for cid, task, ch, type_, value in tx.all(
+            "SELECT checkpoint_id, task_id, channel, type, value FROM checkpoint_writes "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id BETWEEN ? AND ? "
+            "ORDER BY checkpoint_id, task_path, task_id, idx",
+            (thread_id, ns, ids[0], ids[-1]),
+        ):
+            writes.setdefault((thread_id, ns, cid), []).append((task, ch, type_, value))
+    out: list[CheckpointTuple] = []
+    for thread_id, ns, cid, parent_id, _, metadata in rows:
+        found = values[(thread_id, ns)]
+        checkpoint = dict(skeletons[(thread_id, ns, cid)])
+        checkpoint["id"] = cid
+        channel_values: dict[str, Any] = {}
+        for ch, ver in checkpoint["channel_versions"].items():
+            typed = found.get((ch, str(ver)))
+            if typed is not None:
+                channel_values[ch] = _decode(serde, typed, thread_id, cid, ch)
+        checkpoint["channel_values"] = channel_values
+        pending = [
+            (task, ch, _decode(serde, (type_, bytes(value or b"")), thread_id, cid, ch))
+            for task, ch, type_, value in writes.get((thread_id, ns, cid), ())
+        ]
+        out.append(
+            CheckpointTuple(
+                _config(thread_id, ns, cid),
+                checkpoint,  # type: ignore[arg-type]
+                _metadata(metadata),
+                _config(thread_id, ns, parent_id) if parent_id else None,
+                pending,
+            )
+        )
+    return out
+
+
+def _metadata(stored: Any) -> Any:
+    if stored is None:
+        return {}
+    return json.loads(stored) if isinstance(stored, (str, bytes)) else stored
+
+
+def _decode(
+    serde: SerializerProtocol, typed: tuple[str, bytes], thread_id: str, cid: str, ch: str
+) -> Any:
+    try:
+        return serde.loads_typed(typed)
+    except UnsafeCheckpointValue as exc:
+        raise UnsafeCheckpointValue(
+            f"thread {thread_id!r}, checkpoint {cid}, channel {ch!r}: {exc}"
+        ) from None
+
+
+def _values(
+    tx: Tx, thread_id: str, ns: str, wanted: list[tuple[str, str]]
+) -> dict[tuple[str, str], tuple[str, bytes]]:
+    """Serialized values ``(type, bytes)`` of the wanted (channel, version) pairs; lists
+    stored as deltas are joined from their chains; empty versions are left out."""
+    rows: dict[tuple[str, str], ChainRow] = {}
+    mark = "(?, ?)" if tx.dialect == "sqlite" else "(CAST(? AS text), CAST(? AS text))"
+    for start in range(0, len(wanted), _PAIRS_PER_QUERY):
+        chunk = wanted[start : start + _PAIRS_PER_QUERY]
+        match = "b.thread_id = ? AND b.checkpoint_ns = ? AND b.channel = w.ch AND b.version = w.ver"
+        sql = (
+            f"WITH RECURSIVE want(ch, ver) AS (VALUES {', '.join([mark] * len(chunk))}), "
+            "w(ch, ver) AS (SELECT ch, ver FROM want UNION SELECT b.channel, b.base_version "
+            f"FROM w JOIN checkpoint_blobs AS b ON {match} WHERE b.base_version IS NOT NULL) "
+            "SELECT b.channel, b.version, b.kind, b.type, b.value, b.base_version, b.items "
+            f"FROM w JOIN checkpoint_blobs AS b ON {match}"
+        )
+        params = [*(v for pair in chunk for v in pair), thread_id, ns, thread_id, ns]
+        for ch, ver, kind, type_, value, base, items in tx.all(sql, params):
+            rows[(ch, ver)] = (kind, type_, None if value is None else bytes(value), base, items)
+    out: dict[tuple[str, str], tuple[str, bytes]] = {}
+    memo: dict[tuple[str, str], list[bytes | memoryview]] = {}
+    for key in wanted:
+        row = rows.get(key)
+        if row is None or row[0] == EMPTY:
+            continue
+        if row[0] == DELTA:
+            body = b"".join(_parts(rows, memo, key))
+            out[key] = (row[1] or "msgpack", array_header(row[4] or 0) + body)
+        else:
+            out[key] = (row[1] or "null", row[2] or b"")
+    return out
+
+
+def _parts(
+    rows: dict[tuple[str, str], ChainRow],
+    memo: dict[tuple[str, str], list[bytes | memoryview]],
+    key: tuple[str, str],
+) -> list[bytes | memoryview]:
+    """The array bodies a list version is made of, oldest first (memoized per version)."""
+    path: list[tuple[str, str]] = []
+    cursor: tuple[str, str] | None = key
+    while cursor is not None and cursor not in memo:
+        row = rows.get(cursor)
+        if row is None or row[2] is None or cursor in path:
+            raise ValueError(f"broken delta chain for channel {key[0]!r}: {cursor[1]} is missing")
+        path.append(cursor)
+        cursor = (cursor[0], row[3]) if row[0] == DELTA and row[3] is not None else None
+    parts = list(memo[cursor]) if cursor is not None else []
+    for step in reversed(path):
+        data = rows[step][2] or b""
+        split = split_array(data)
+        if split is None:
+            raise ValueError(f"corrupt list value for channel {key[0]!r} at {step[1]}")
+        parts = [*parts, memoryview(data)[split[1] :]]
+        memo[step] = parts
+    return parts

@@ -1,0 +1,254 @@
+"""The tables, the ``trajectory`` view, and moving older stores to this schema.
+
+Tables (the same on SQLite and PostgreSQL; JSON is text on SQLite, ``jsonb`` on PostgreSQL):
+
+* ``checkpoints`` — one row per checkpoint: ids, parent, run, step, source, time, the
+  checkpoint without its values (msgpack), its metadata, and the transition that produced
+  it (``nodes``, ``duration_ms``, ``changes``, ``llm_usage``, ``tool_names``, ``reward``).
+* ``checkpoint_blobs`` — one row per channel version; lists that grew by appending are
+  stored as the appended items plus the version they extend (see :mod:`._blobs`).
+* ``checkpoint_writes`` — tasks' pending writes per checkpoint, with the task's node, and
+  for an error write its text.
+* ``checkpoint_leases`` — which process runs a thread now (see :mod:`._lease`).
+* ``aworld_meta`` — format marker and schema version.
+* ``trajectory`` — a view: a row per transition (each checkpoint), and a row per failed
+  step (``source = 'error'``, ``error`` set, no ``checkpoint_id``).
+
+Schema history: 1 the first layout; 2 checkpoint skeletons could be deltas of their
+parents'; 3 (this one) skeletons are whole again, writes name their node and error, leases.
+A file of schema 1 or 2 reads as it is and is migrated in place by the first write (or by
+``aworld-graph migrate``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ConfigError
+from . import _legacy
+from ._db import Tx
+
+__all__ = [
+    "FORMAT",
+    "SCHEMA_VERSION",
+    "TRAJECTORY_COLUMNS",
+    "JSON_COLUMNS",
+    "columns",
+    "primary_key",
+    "schema_version",
+    "create",
+    "migrate",
+]
+
+FORMAT = "aworld-graph-checkpoints"
+SCHEMA_VERSION = 3
+
+TRAJECTORY_COLUMNS = (
+    "thread_id",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "run_id",
+    "step",
+    "nodes",
+    "source",
+    "created_at",
+    "duration_ms",
+    "changes",
+    "llm_usage",
+    "tool_names",
+    "reward",
+    "error",
+)
+"""Columns of the ``trajectory`` view, in order."""
+
+_KEY = ("thread_id", "checkpoint_ns")
+# (name, sqlite type, postgres type); the primary key columns come first
+_TABLES: dict[str, tuple[tuple[tuple[str, str, str], ...], tuple[str, ...]]] = {
+    "checkpoints": (
+        (
+            ("thread_id", "TEXT", "text"),
+            ("checkpoint_ns", "TEXT", "text"),
+            ("checkpoint_id", "TEXT", "text"),
+            ("parent_checkpoint_id", "TEXT", "text"),
+            ("run_id", "TEXT", "text"),
+            ("step", "INTEGER", "bigint"),
+            ("source", "TEXT", "text"),
+            ("created_at", "TEXT", "text"),
+            ("checkpoint", "BLOB", "bytea"),
+            ("metadata", "TEXT", "jsonb"),
+            ("nodes", "TEXT", "jsonb"),
+            ("duration_ms", "FLOAT", "double precision"),
+            ("changes", "TEXT", "jsonb"),
+            ("llm_usage", "TEXT", "jsonb"),
+            ("tool_names", "TEXT", "jsonb"),
+            ("reward", "FLOAT", "double precision"),
+        ),
+        (*_KEY, "checkpoint_id"),
+    ),
+    "checkpoint_blobs": (
+        (
+            ("thread_id", "TEXT", "text"),
+            ("checkpoint_ns", "TEXT", "text"),
+            ("channel", "TEXT", "text"),
+            ("version", "TEXT", "text"),
+            ("kind", "INTEGER", "integer"),
+            ("type", "TEXT", "text"),
+            ("value", "BLOB", "bytea"),
+            ("base_version", "TEXT", "text"),
+            ("items", "INTEGER", "bigint"),
+            ("nbytes", "INTEGER", "bigint"),
+            ("digest", "BLOB", "bytea"),
+            ("depth", "INTEGER", "integer"),
+        ),
+        # version before channel: the rows of one step sit side by side
+        (*_KEY, "version", "channel"),
+    ),
+    "checkpoint_writes": (
+        (
+            ("thread_id", "TEXT", "text"),
+            ("checkpoint_ns", "TEXT", "text"),
+            ("checkpoint_id", "TEXT", "text"),
+            ("task_id", "TEXT", "text"),
+            ("idx", "INTEGER", "integer"),
+            ("channel", "TEXT", "text"),
+            ("type", "TEXT", "text"),
+            ("value", "BLOB", "bytea"),
+            ("task_path", "TEXT", "text"),
+            ("node", "TEXT", "text"),
+            ("error", "TEXT", "text"),
+            ("created_at", "TEXT", "text"),
+        ),
+        (*_KEY, "checkpoint_id", "task_id", "idx"),
+    ),
+    "checkpoint_leases": (
+        (
+            ("thread_id", "TEXT", "text"),
+            ("holder", "TEXT", "text"),
+            ("host", "TEXT", "text"),
+            ("pid", "INTEGER", "bigint"),
+            ("expires_at", "FLOAT", "double precision"),
+        ),
+        ("thread_id",),
+    ),
+}
+
+JSON_COLUMNS = frozenset({"metadata", "nodes", "changes", "llm_usage", "tool_names"})
+"""Columns that are ``jsonb`` on PostgreSQL (values are bound as JSON text)."""
+
+
+def primary_key(table: str) -> tuple[str, ...]:
+    """The primary key columns of ``table``."""
+    return _TABLES[table][1]
+
+
+def columns(table: str) -> list[str]:
+    """The column names of ``table``, in order."""
+    return [name for name, _, _ in _TABLES[table][0]]
+
+
+def _table_sql(tx: Tx, table: str) -> str:
+    cols, pk = _TABLES[table]
+    sqlite = tx.dialect == "sqlite"
+    parts = []
+    for name, lite, pg in cols:
+        not_null = " NOT NULL" if name in pk else ""
+        default = " DEFAULT ''" if name == "checkpoint_ns" else ""
+        parts.append(f"{name} {lite if sqlite else pg}{not_null}{default}")
+    tail = " WITHOUT ROWID" if sqlite else ""
+    return (
+        f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(parts)}, "
+        f"PRIMARY KEY ({', '.join(pk)})){tail}"
+    )
+
+
+def _view_sql(tx: Tx) -> str:
+    plain = ", ".join(TRAJECTORY_COLUMNS[:-1])
+    one = "json_array(w.node)" if tx.dialect == "sqlite" else "jsonb_build_array(w.node)"
+    return (
+        f"CREATE VIEW trajectory AS SELECT {plain}, NULL AS error FROM checkpoints "
+        "UNION ALL SELECT w.thread_id, w.checkpoint_ns, NULL, w.checkpoint_id, c.run_id, "
+        f"c.step + 1, {one}, 'error', w.created_at, NULL, NULL, NULL, NULL, NULL, w.error "
+        "FROM checkpoint_writes AS w JOIN checkpoints AS c ON c.thread_id = w.thread_id "
+        "AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id "
+        "WHERE w.channel = '__error__'"
+    )
+
+
+def _tables(tx: Tx) -> set[str]:
+    if tx.dialect == "sqlite":
+        rows = tx.all("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+    else:
+        rows = tx.all(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        )
+    return {r[0] for r in rows}
+
+
+def schema_version(tx: Tx, label: str) -> int | None:
+    """The store's schema version; ``None`` when it has no aworld-graph tables yet.
+
+    Raises :class:`ConfigError` for another program's tables of the same names, another
+    format, or a schema newer than this version reads."""
+    tables = _tables(tx)
+    if "aworld_meta" not in tables:
+        taken = sorted(tables & {*_TABLES, "trajectory"})
+        if taken:
+            raise ConfigError(
+                f"{label} has tables named {', '.join(taken)} but is not an aworld-graph "
+                "checkpoint store (a LangGraph SqliteSaver/PostgresSaver database?). Point "
+                "AWORLD_GRAPH_DB / --db at another database"
+            )
+        return None
+    meta = dict(tx.all("SELECT key, value FROM aworld_meta"))
+    if meta.get("format") != FORMAT:
+        raise ConfigError(
+            f"{label} is not an aworld-graph checkpoint store (format {meta.get('format')!r}). "
+            "Point AWORLD_GRAPH_DB / --db at another database"
+        )
+    raw = str(meta.get("schema_version", ""))
+    if not raw.isdigit():
+        raise ConfigError(
+            f"{label}: aworld_meta.schema_version is {raw!r}, not a number; the store was "
+            f"changed by hand. Set it back (this version writes {SCHEMA_VERSION}) or restore "
+            "a backup"
+        )
+    version = int(raw)
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"{label} was written by a newer aworld-graph (schema {version}, this version "
+            f"reads {SCHEMA_VERSION}). Upgrade aworld-graph or use another database"
+        )
+    return version
+
+
+def create(tx: Tx) -> None:
+    """Create every table, index and the view (inside the caller's write transaction)."""
+    tx.run("CREATE TABLE IF NOT EXISTS aworld_meta (key TEXT PRIMARY KEY, value TEXT)")
+    for table in _TABLES:
+        tx.run(_table_sql(tx, table))
+    tx.run(
+        "CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints (run_id) "
+        "WHERE run_id IS NOT NULL"
+    )
+    tx.run(_view_sql(tx))
+    tx.many(
+        "INSERT INTO aworld_meta (key, value) VALUES (?, ?)",
+        [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION))],
+    )
+
+
+def migrate(tx: Tx, serde: Any, version: int) -> None:
+    """Bring a schema-1/2 store to :data:`SCHEMA_VERSION` inside the caller's write
+    transaction: skeleton deltas stored whole, the new columns and table, the new view."""
+    _legacy.store_skeletons_whole(tx, serde)
+    have = {r[1] for r in tx.all("PRAGMA table_info(checkpoint_writes)")}
+    for name in ("node", "error", "created_at"):
+        if name not in have:
+            tx.run(f"ALTER TABLE checkpoint_writes ADD COLUMN {name} TEXT")
+    _legacy.name_write_nodes(tx, serde)
+    tx.run(_table_sql(tx, "checkpoint_leases"))
+    tx.run("DROP VIEW IF EXISTS trajectory")
+    tx.run(_view_sql(tx))
+    tx.run("UPDATE aworld_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+    del version  # every older version takes the same steps (1 had no deltas to resolve)

@@ -1,0 +1,346 @@
+"""Writing a checkpoint or a task's writes: serialize first, then one short transaction.
+
+``prepare_put`` / ``prepare_writes`` serialize in the caller's thread, outside any lock.
+``store_put`` / ``store_writes`` run inside one write transaction and read what they build
+on from the database itself, so what they store is right whatever order LangGraph saves in
+and whoever else wrote or deleted meanwhile:
+
+* a list value whose parent version is stored is written as a delta of it (see
+  :mod:`._blobs`); with no parent row, or no base row, it is written whole;
+* the nodes that ran in the step are read from the writes at the parent (a task's node is
+  stored with its writes); writes saved after the checkpoint that follows them name their
+  node on it;
+* a checkpoint or value put again with the same id replaces the old row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ._blobs import BaseInfo, encode_channel
+from ._db import Tx
+from ._legacy import is_delta, resolve
+from ._schema import JSON_COLUMNS, columns, primary_key
+from ._secrets import may_hold_secrets, strip_secrets
+from ._trajectory import Transition, duration_ms, error_text, node_from_task_path, transition_row
+
+__all__ = [
+    "PutRecord",
+    "WritesRecord",
+    "prepare_put",
+    "prepare_writes",
+    "store_put",
+    "store_writes",
+    "upsert_sql",
+    "skeleton_of",
+]
+
+_ERROR = "__error__"
+_TASKS = "__pregel_tasks"
+_PUSH = "~__pregel_push, "
+
+
+@dataclass(slots=True, kw_only=True)
+class PutRecord:
+    """A checkpoint, serialized, ready to be stored."""
+
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    ts: str
+    step: int | None
+    source: str | None
+    run_id: str | None
+    skeleton: bytes
+    """The checkpoint without its id and values (msgpack)."""
+    metadata_json: str
+    values: list[tuple[str, str, Any, tuple[str, bytes]]]
+    """``(channel, version, value, serialized)`` for each channel in ``new_versions``."""
+
+
+@dataclass(slots=True, kw_only=True)
+class WritesRecord:
+    """One task's writes, serialized, ready to be stored."""
+
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+    task_id: str
+    task_path: str
+    rows: list[tuple[int, str, str, bytes, str | None]] = field(default_factory=list)
+    """``(idx, channel, type, value, error text)``; ``idx < 0``: a special channel."""
+
+
+def prepare_put(
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> PutRecord:
+    """Serialize ``checkpoint``; only the channels in ``new_versions`` get value rows (one
+    in ``new_versions`` without a value gets none: LangGraph reads it as emptied)."""
+    conf = config["configurable"]
+    merged = dict(get_checkpoint_metadata(config, metadata))
+    merged.pop("writes", None)
+    values = checkpoint["channel_values"]
+    shape = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+    step = merged.get("step")
+    return PutRecord(
+        thread_id=str(conf["thread_id"]),
+        ns=conf.get("checkpoint_ns", ""),
+        checkpoint_id=checkpoint["id"],
+        parent_id=conf.get("checkpoint_id"),
+        ts=checkpoint["ts"],
+        step=step if isinstance(step, int) and not isinstance(step, bool) else None,
+        source=_text(merged.get("source")),
+        run_id=_text(merged.get("run_id")),
+        skeleton=serde.dumps_typed(shape)[1],
+        metadata_json=_metadata_json(merged),
+        values=[
+            (ch, str(ver), values[ch], serde.dumps_typed(values[ch]))
+            for ch, ver in new_versions.items()
+            if ch in values
+        ],
+    )
+
+
+def prepare_writes(
+    serde: SerializerProtocol,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> WritesRecord:
+    """Serialize a task's writes (error texts have secrets removed first)."""
+    conf = config["configurable"]
+    record = WritesRecord(
+        thread_id=str(conf["thread_id"]),
+        ns=conf.get("checkpoint_ns", ""),
+        checkpoint_id=str(conf["checkpoint_id"]),
+        task_id=task_id,
+        task_path=task_path,
+    )
+    for i, (channel, value) in enumerate(writes):
+        error = None
+        if channel == _ERROR:
+            error = error_text(value)
+            if isinstance(value, str):
+                value = error
+        type_, data = serde.dumps_typed(value)
+        record.rows.append((WRITES_IDX_MAP.get(channel, i), channel, type_, data, error))
+    return record
+
+
+def skeleton_of(
+    tx: Tx, unpack: Callable[[bytes], Any], thread_id: str, ns: str, cid: str, blob: bytes
+) -> dict[str, Any]:
+    """A stored skeleton, decoded (a schema-2 delta read through its chain)."""
+    blob = bytes(blob)
+    if is_delta(blob):
+        return resolve(tx, thread_id, ns, cid, unpack)
+    return unpack(blob)  # type: ignore[no-any-return]
+
+
+def store_put(tx: Tx, rec: PutRecord, unpack: Callable[[bytes], Any], snapshot_every: int) -> None:
+    """Store ``rec`` on top of its parent as stored now (inside a write transaction)."""
+    key = (rec.thread_id, rec.ns)
+    parent = None
+    if rec.parent_id:
+        parent = tx.one(
+            "SELECT created_at, checkpoint FROM checkpoints WHERE thread_id = ? AND "
+            "checkpoint_ns = ? AND checkpoint_id = ?",
+            (*key, rec.parent_id),
+        )
+    lists = [v for v in rec.values if isinstance(v[2], list) and v[3][0] == "msgpack"]
+    before: dict[str, str] = {}
+    if parent is not None and lists and rec.parent_id:
+        versions = skeleton_of(tx, unpack, *key, rec.parent_id, parent[1])["channel_versions"]
+        before = {ch: str(versions[ch]) for ch, ver, _, _ in lists if ch in versions}
+    bases = _bases(tx, key, [(ch, v) for ch, v in before.items()])
+    blob_rows: list[tuple[Any, ...]] = []
+    changed: dict[str, Any] = {}
+    appended: dict[str, list[Any]] = {}
+    for ch, version, value, typed in rec.values:
+        base = bases.get((ch, before[ch])) if before.get(ch, version) != version else None
+        row, added = encode_channel(ch, version, value, typed, base, snapshot_every)
+        blob_rows.append(
+            (*key, ch, version, row.kind, row.type, row.value, row.base_version, row.items,
+             row.nbytes, row.digest, row.depth)
+        )  # fmt: skip
+        if added is None and isinstance(value, list) and (parent is None or ch not in before):
+            added = value  # a list channel's first value: every item is new
+        if added is None:
+            changed[ch] = value
+        else:
+            appended[ch] = added
+    nodes = nodes_at(tx, *key, rec.parent_id) if rec.parent_id else []
+    derived = transition_row(Transition(nodes=nodes, changed=changed, appended=appended))
+    tx.many(upsert_sql(tx, "checkpoint_blobs"), blob_rows)
+    tx.run(
+        upsert_sql(tx, "checkpoints"),
+        (
+            *key, rec.checkpoint_id, rec.parent_id, rec.run_id, rec.step, rec.source, rec.ts,
+            rec.skeleton, rec.metadata_json, derived[0],
+            duration_ms(parent[0] if parent else None, rec.ts), *derived[1:],
+        ),
+    )  # fmt: skip
+
+
+def _bases(
+    tx: Tx, key: tuple[str, str], wanted: list[tuple[str, str]]
+) -> dict[tuple[str, str], BaseInfo]:
+    """What the stored list versions ``(channel, version)`` a new value may extend are; on
+    PostgreSQL they stay locked against deletion until the transaction ends."""
+    if not wanted:
+        return {}
+    match = " OR ".join(["(channel = ? AND version = ?)"] * len(wanted))
+    lock = " FOR SHARE" if tx.dialect == "postgres" else ""
+    rows = tx.all(
+        "SELECT channel, version, items, nbytes, digest, depth FROM checkpoint_blobs "
+        f"WHERE thread_id = ? AND checkpoint_ns = ? AND items IS NOT NULL AND ({match}){lock}",
+        (*key, *(part for pair in wanted for part in pair)),
+    )
+    return {
+        (ch, ver): BaseInfo(ver, items, nbytes, bytes(digest), depth or 0)
+        for ch, ver, items, nbytes, digest, depth in rows
+        if digest is not None
+    }
+
+
+def nodes_at(tx: Tx, thread_id: str, ns: str, checkpoint_id: str) -> list[str]:
+    """The nodes whose tasks wrote at a checkpoint, in LangGraph's task order."""
+    rows = tx.all(
+        "SELECT node FROM checkpoint_writes WHERE thread_id = ? AND checkpoint_ns = ? AND "
+        "checkpoint_id = ? AND node IS NOT NULL ORDER BY task_path, task_id, idx",
+        (thread_id, ns, checkpoint_id),
+    )
+    return list(dict.fromkeys(r[0] for r in rows))
+
+
+def store_writes(tx: Tx, rec: WritesRecord, unpack: Callable[[bytes], Any]) -> None:
+    """Store a task's writes (special channels overwrite, others are kept if present)."""
+    key = (rec.thread_id, rec.ns, rec.checkpoint_id)
+    node = node_from_task_path(rec.task_path) or _pushed_node(tx, unpack, key, rec.task_path)
+    now = datetime.now(UTC).isoformat()
+    regular, special = [], []
+    for idx, channel, type_, data, error in rec.rows:
+        row = (*key, rec.task_id, idx, channel, type_, data, rec.task_path, node, error, now)
+        (special if idx < 0 else regular).append(row)
+    tx.many(upsert_sql(tx, "checkpoint_writes", replace=False), regular)
+    tx.many(upsert_sql(tx, "checkpoint_writes"), special)
+    if node is None:
+        return
+    # a checkpoint the step already produced (saved before these writes) names the node
+    for cid, stored in tx.all(
+        "SELECT checkpoint_id, nodes FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+        "AND checkpoint_id > ? AND parent_checkpoint_id = ? AND coalesce(source, 'loop') = 'loop'",
+        (*key[:2], rec.checkpoint_id, rec.checkpoint_id),
+    ):
+        names = json.loads(stored) if isinstance(stored, str) else list(stored or [])
+        if node not in names:
+            tx.run(
+                "UPDATE checkpoints SET nodes = "
+                + ("?" if tx.dialect == "sqlite" else "CAST(? AS jsonb)")
+                + " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                (_json_text([*names, node]), *key[:2], cid),
+            )
+
+
+def _pushed_node(
+    tx: Tx, unpack: Callable[[bytes], Any], key: tuple[str, str, str], task_path: str
+) -> str | None:
+    """The node of a ``Send`` task: the ``node`` of the packet at its index in the
+    checkpoint's ``__pregel_tasks`` value."""
+    if not task_path.startswith(_PUSH):
+        return None
+    try:
+        index = int(task_path[len(_PUSH) :].split(",", 1)[0])
+    except ValueError:
+        return None
+    row = tx.one(
+        "SELECT checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND "
+        "checkpoint_id = ?",
+        key,
+    )
+    if row is None:
+        return None
+    version = skeleton_of(tx, unpack, *key, row[0])["channel_versions"].get(_TASKS)
+    if version is None:
+        return None
+    blob = tx.one(
+        "SELECT type, value FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
+        "AND version = ? AND channel = ?",
+        (*key[:2], str(version), _TASKS),
+    )
+    if blob is None or blob[0] != "msgpack" or blob[1] is None:
+        return None
+    packets = unpack(bytes(blob[1]))
+    if not isinstance(packets, list) or not 0 <= index < len(packets):
+        return None
+    node = getattr(packets[index], "node", None)
+    return node if isinstance(node, str) else None
+
+
+def upsert_sql(tx: Tx, table: str, *, replace: bool = True) -> str:
+    """``INSERT`` of a whole row of ``table``; on a key already stored, replace the row
+    (``replace``) or keep it."""
+    return _upsert_sql(tx.dialect, table, replace)
+
+
+_UPSERTS: dict[tuple[str, str, bool], str] = {}
+
+
+def _upsert_sql(dialect: str, table: str, replace: bool) -> str:
+    cached = _UPSERTS.get((dialect, table, replace))
+    if cached is not None:
+        return cached
+    cols = columns(table)
+    pk = primary_key(table)
+    marks = [
+        "CAST(? AS jsonb)" if dialect == "postgres" and c in JSON_COLUMNS else "?" for c in cols
+    ]
+    action = (
+        "DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in cols if c not in pk)
+        if replace
+        else "DO NOTHING"
+    )
+    sql = (
+        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(marks)}) "
+        f"ON CONFLICT ({', '.join(pk)}) {action}"
+    )
+    _UPSERTS[(dialect, table, replace)] = sql
+    return sql
+
+
+def _metadata_json(metadata: dict[str, Any]) -> str:
+    """The metadata as JSON, secrets stripped (scanned as text; copied only if needed)."""
+    text = _json_text(metadata)
+    return _json_text(strip_secrets(metadata)) if may_hold_secrets(text) else text
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)

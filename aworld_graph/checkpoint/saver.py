@@ -1,0 +1,441 @@
+"""``TrajectorySaver``: a LangGraph checkpointer that keeps every transition, on SQLite or
+PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from datetime import UTC, datetime, timedelta
+from os import PathLike
+from pathlib import Path
+from typing import Any, TypeVar, get_args
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+)
+
+from ..errors import ConfigError, ThreadBusy
+from . import _lease, _retention, _schema
+from ._db import Durability, Tx, is_url, open_database
+from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
+from ._read import decoding, lookup, page_rows, to_tuples, where_clause
+from ._serde import StrictSerializer
+from ._write import prepare_put, prepare_writes, store_put, store_writes
+
+__all__ = ["TrajectorySaver"]
+
+T = TypeVar("T")
+_PAGE = 200
+
+
+class TrajectorySaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer with a queryable ``trajectory`` view, on one SQLite file or
+    a PostgreSQL database.
+
+    Drop-in for any LangGraph app: ``graph.compile(checkpointer=TrajectorySaver(path))``.
+    Every ``put`` and ``put_writes`` (sync or async) returns once its rows are committed, or
+    raises. Each channel value is stored once per version; lists that grow by appending
+    (message lists, traces, rewards) are stored as deltas. Values are msgpack without
+    pickle. Secrets are stripped from metadata and the trajectory before they are written.
+
+    Args:
+        target: A SQLite file path (folders are created on first use) or a
+            ``postgresql://user@host:port/db`` URL (needs the ``postgres`` extra).
+        durability: ``"normal"`` (a commit survives a killed process) or ``"full"`` (it
+            also survives power loss or a database server crash).
+        allowed_types: Extra classes (or ``(module, name)`` pairs) that may be rebuilt from
+            stored values besides those the serializer's rule allows (see ``_serde``).
+        snapshot_every: Store a list channel in full every this many versions, bounding
+            the delta chain a read follows.
+        lease_seconds: How long a :meth:`hold` lasts without a write of its thread (each
+            write renews it); a holder that died on another host blocks its thread at most
+            this long (one on this host: not at all).
+    """
+
+    def __init__(
+        self,
+        target: str | PathLike[str],
+        *,
+        durability: Durability = "normal",
+        allowed_types: Iterable[type | tuple[str, ...]] = (),
+        snapshot_every: int = 64,
+        lease_seconds: float = 300.0,
+    ) -> None:
+        super().__init__(serde=StrictSerializer(allowed_types=allowed_types))
+        if durability not in get_args(Durability):
+            raise ConfigError(f"TrajectorySaver(durability={durability!r}): use 'normal' or 'full'")
+        if snapshot_every < 1:
+            raise ConfigError("TrajectorySaver(snapshot_every=...) must be at least 1")
+        if lease_seconds <= 0:
+            raise ConfigError("TrajectorySaver(lease_seconds=...) must be more than 0")
+        self.durability: Durability = durability
+        """``normal`` or ``full``."""
+        self.snapshot_every = snapshot_every
+        """Full list snapshot every this many versions."""
+        self.lease_seconds = lease_seconds
+        """Seconds a :meth:`hold` lasts without a write."""
+        self.url: str | None = str(target) if is_url(target) else None
+        """The PostgreSQL URL, or ``None`` for a SQLite file."""
+        self.path: Path | None = None if self.url else Path(target).expanduser()
+        """The SQLite file, or ``None`` on PostgreSQL."""
+        self._target = str(target) if self.url else self.path
+        self._db: Any = None
+        self._version: int | None = None
+        self._guard = threading.Lock()
+        self._me = f"{_lease.HOST}:{uuid.uuid4().hex[:12]}"
+        self._held: set[str] = set()
+        if self.url:  # a URL without the extra fails here, not on first use
+            self._database()
+        else:
+            open_database(self._target, durability)  # checks the path
+
+    @property
+    def label(self) -> str:
+        """The store as messages name it (a URL without its password)."""
+        return str(self._database().label)
+
+    def __repr__(self) -> str:
+        target = self.path if self.path is not None else self.label
+        return f"TrajectorySaver({str(target)!r}, durability={self.durability!r})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _database(self) -> Any:
+        with self._guard:
+            if self._db is None:
+                self._db = open_database(self._target, self.durability)  # type: ignore[arg-type]
+            return self._db
+
+    def _unpack(self, data: bytes) -> Any:
+        return self.serde.loads_typed(("msgpack", data))
+
+    @contextmanager
+    def _reading(self) -> Iterator[Tx]:
+        db = self._database()
+        if self._version is None:
+            with db.read() as tx:
+                self._version = _schema.schema_version(tx, db.label)
+            if self._version is None:  # a new store: its tables are made on first use
+                with self._writing():
+                    pass
+        with db.read() as tx, decoding(db.label):
+            yield tx
+
+    @contextmanager
+    def _writing(self) -> Iterator[Tx]:
+        db = self._database()
+        with db.write() as tx:
+            if self._version != _schema.SCHEMA_VERSION:
+                version = _schema.schema_version(tx, db.label)
+                if version is None:
+                    _schema.create(tx)
+                elif version < _schema.SCHEMA_VERSION:
+                    _schema.migrate(tx, self.serde, version)
+            yield tx
+        self._version = _schema.SCHEMA_VERSION
+
+    def migrate(self) -> bool:
+        """Bring an older store to this schema now (it also happens on the first write);
+        ``True`` when there was something to do."""
+        with self._reading() as tx:
+            before = _schema.schema_version(tx, self.label)
+        with self._writing():
+            pass
+        return before is not None and before < _schema.SCHEMA_VERSION
+
+    def close(self) -> None:
+        """Give back held threads and close connections (reopened if used again)."""
+        with self._guard:
+            db, self._db = self._db, None
+        if db is None:
+            return
+        for thread_id in list(self._held):
+            with db.write() as tx:
+                _lease.release(tx, thread_id, self._me)
+        self._held.clear()
+        db.close()
+
+    def __enter__(self) -> TrajectorySaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> TrajectorySaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
+
+    # -- one writer per thread -------------------------------------------------------------
+
+    @contextmanager
+    def hold(self, thread_id: str) -> Iterator[None]:
+        """Run ``thread_id`` alone: while held, other savers (processes, workers) get
+        :class:`~aworld_graph.errors.ThreadBusy` for it; so does a second ``hold`` here."""
+        thread_id = str(thread_id)
+        with self._guard:
+            if thread_id in self._held:
+                raise ThreadBusy(
+                    f"thread {thread_id!r} is already being run by this process ({self._me}); "
+                    "wait for that run to finish or use another thread id",
+                    thread_id=thread_id,
+                    holder=self._me,
+                )
+            self._held.add(thread_id)
+        try:
+            with self._writing() as tx:
+                _lease.acquire(tx, thread_id, self._me, self.lease_seconds)
+        except BaseException:
+            self._held.discard(thread_id)
+            raise
+        try:
+            yield
+        finally:
+            self._held.discard(thread_id)
+            with self._writing() as tx:
+                _lease.release(tx, thread_id, self._me)
+
+    @asynccontextmanager
+    async def ahold(self, thread_id: str) -> AsyncIterator[None]:
+        """Async :meth:`hold`."""
+        held = self.hold(thread_id)
+        await asyncio.to_thread(held.__enter__)
+        try:
+            yield
+        except BaseException as exc:
+            await asyncio.to_thread(held.__exit__, type(exc), exc, exc.__traceback__)
+            raise
+        await asyncio.to_thread(held.__exit__, None, None, None)
+
+    def _checked(self, tx: Tx, thread_id: str) -> None:
+        _lease.check(tx, thread_id, self._me, thread_id in self._held, self.lease_seconds)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint named by ``config`` (the latest of its thread without an id)."""
+        conf = config["configurable"]
+        with self._reading() as tx:
+            row = lookup(
+                tx, str(conf["thread_id"]), conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
+            )
+            return to_tuples(tx, [row], self.serde)[0] if row is not None else None
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints matching ``config``/``filter``, newest first, read a page at a time.
+
+        ``filter`` keys must be identifiers (letters, digits, ``_``); they match top-level
+        metadata keys."""
+        after: tuple[str, str, str] | None = None
+        left = limit
+        while left is None or left > 0:
+            size = _PAGE if left is None else min(_PAGE, left)
+            with self._reading() as tx:
+                clauses, params = where_clause(tx, config, filter, before)
+                rows = page_rows(tx, clauses, params, after, size)
+                page = to_tuples(tx, rows, self.serde)
+            yield from page
+            if len(rows) < size:
+                return
+            after = (rows[-1][0], rows[-1][1], rows[-1][2])
+            left = None if left is None else left - len(rows)
+
+    def threads(self, limit: int | None = None) -> list[ThreadSummary]:
+        """The threads in the store, most recently active first."""
+        with self._reading() as tx:
+            return thread_summaries(tx, limit)
+
+    def transitions(self, thread_id: str, checkpoint_ns: str = "") -> list[TransitionRow]:
+        """A thread's rows of the ``trajectory`` view, oldest first: forks and failed
+        steps included."""
+        with self._reading() as tx:
+            errors = self._version == _schema.SCHEMA_VERSION
+            return transitions(tx, str(thread_id), checkpoint_ns, errors=errors)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async :meth:`get_tuple` (in a worker thread)."""
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async :meth:`list`: each page is read in a worker thread."""
+        pages = self.list(config, filter=filter, before=before, limit=limit)
+        done = object()
+        while (item := await asyncio.to_thread(next, pages, done)) is not done:
+            yield item  # type: ignore[misc]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint; only channels in ``new_versions`` get new value rows. It is
+        committed before this returns."""
+        record = prepare_put(self.serde, config, checkpoint, metadata, new_versions)
+        with self._writing() as tx:
+            self._checked(tx, record.thread_id)
+            store_put(tx, record, self._unpack, self.snapshot_every)
+        return {
+            "configurable": {
+                "thread_id": record.thread_id,
+                "checkpoint_ns": record.ns,
+                "checkpoint_id": record.checkpoint_id,
+            }
+        }
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes for the checkpoint in ``config``; committed before
+        this returns. Special channels (error, interrupt) overwrite, others are kept."""
+        record = prepare_writes(self.serde, config, writes, task_id, task_path)
+        with self._writing() as tx:
+            self._checked(tx, record.thread_id)
+            store_writes(tx, record, self._unpack)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async :meth:`put` (in a worker thread: the event loop never waits on the disk)."""
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async :meth:`put_writes` (in a worker thread)."""
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
+        """``"<12-digit counter>.<8 random hex>"``: increasing, and distinct across forks.
+
+        (Two forks of one checkpoint both write version n+1 of a channel; the random part
+        keeps their values apart.) Versions written by other savers keep working: their
+        counter is read back, and the shorter string still sorts after theirs."""
+        if current is None:
+            number = 0
+        elif isinstance(current, str):
+            number = int(current.split(".", 1)[0])
+        else:
+            number = int(current)
+        return f"{number + 1:012d}.{random.getrandbits(32):08x}"
+
+    # -- deleting, copying, pruning ------------------------------------------------------
+
+    def _retain(self, fn: Callable[[Tx], T]) -> T:
+        with self._writing() as tx:
+            return fn(tx)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write, value and trajectory row of ``thread_id``."""
+        self._retain(lambda tx: _retention.delete_threads(tx, [str(thread_id)]))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose metadata ``run_id`` is listed."""
+        ids = [str(r) for r in run_ids]
+        if ids:
+            self._retain(lambda tx: _retention.delete_runs(tx, self._unpack, ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy all of ``source_thread_id`` (checkpoints, writes, values) to another thread."""
+        source, target = str(source_thread_id), str(target_thread_id)
+        self._retain(lambda tx: _retention.copy_thread(tx, source, target))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep each namespace's newest checkpoint; ``delete``: drop all."""
+        ids = [str(t) for t in thread_ids]
+        if strategy == "delete":
+            if ids:
+                self._retain(lambda tx: _retention.delete_threads(tx, ids))
+        elif strategy == "keep_latest":
+            if ids:
+                self.prune_keep_last(1, ids)
+        else:
+            raise ConfigError(f"prune(strategy={strategy!r}): use 'keep_latest' or 'delete'")
+
+    def prune_keep_last(self, keep: int, thread_ids: Sequence[str] | None = None) -> int:
+        """Keep the ``keep`` newest checkpoints per thread/namespace (all threads if ``None``);
+        returns the number of checkpoints deleted."""
+        if keep < 1:
+            raise ConfigError(f"prune_keep_last(keep={keep}): keep at least 1 checkpoint")
+        ids = None if thread_ids is None else [str(t) for t in thread_ids]
+        return self._retain(lambda tx: _retention.keep_last(tx, self._unpack, keep, ids))
+
+    def prune_older_than(
+        self,
+        age: timedelta | float,
+        thread_ids: Sequence[str] | None = None,
+        *,
+        keep_latest: bool = True,
+    ) -> int:
+        """Delete checkpoints older than ``age`` (a timedelta, or days); with ``keep_latest``
+        (the default) each thread's newest checkpoint stays, so it can still be resumed.
+        Returns the number of checkpoints deleted."""
+        delta = age if isinstance(age, timedelta) else timedelta(days=float(age))
+        cutoff = (datetime.now(UTC) - delta).isoformat()
+        ids = None if thread_ids is None else [str(t) for t in thread_ids]
+        return self._retain(
+            lambda tx: _retention.delete_older_than(tx, self._unpack, cutoff, ids, keep_latest)
+        )
+
+    def vacuum(self) -> None:
+        """Compact the store (``VACUUM``; on SQLite the write-ahead log is truncated too)."""
+        with self._database().autocommit() as tx:
+            tx.run("VACUUM")
+            if tx.dialect == "sqlite":
+                tx.run("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async :meth:`delete_thread`."""
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async :meth:`delete_for_runs`."""
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async :meth:`copy_thread`."""
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Async :meth:`prune`."""
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
