@@ -8,12 +8,13 @@ wrapper. Runs are checkpointed under the task id, by default in ``checkpoints/aw
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from ._run_impl import close_graph, drive, open_graph, run_config
+from ._run_impl import close_graph, drive, open_graph, respond, run_config
 from .agent import Agent
 from .config import TaskConfig, TaskRunMode
 from .errors import DefinitionError
@@ -144,8 +145,12 @@ class Runners:
         feedback: str | None = None,
         source: str = "user",
         checkpointer: BaseCheckpointSaver[Any] | None = None,
-    ) -> None:
-        """Attach a reward to the step just taken; it lands in the trajectory."""
+    ) -> TaskResponse:
+        """Attach a reward to the step just taken; it lands in the trajectory.
+
+        Returns the task's response read back with the reward in it (the response of the
+        step itself was made before the reward was given)."""
+        started = time.perf_counter()
         graph = open_graph(task)
         try:
             compiled = graph.compile(_saver(checkpointer))
@@ -166,6 +171,7 @@ class Runners:
                 "node": last.get("node"),
             }
             await compiled.aupdate_state(config, {"rewards": [item]}, as_node=last.get("node"))
+            return await respond(task, compiled, config, started=started)
         finally:
             await close_graph(graph)
 
@@ -182,12 +188,23 @@ class Runners:
         """Continue the run of ``task_id`` from its last checkpoint.
 
         Work whose writes were saved is not redone. ``value`` answers a pending human
-        interrupt.
+        interrupt. A task id with no run in the checkpointer is an error (as in LangGraph,
+        where continuing a thread that has no checkpoint has nothing to continue from): it is
+        never started afresh with an empty input.
         """
+        saver = _saver(checkpointer)
         task = _task("", agent, swarm, task_id=task_id, session_id=None, conf=conf)
         graph = open_graph(task)
         try:
-            return (await drive(task, graph, _saver(checkpointer), resume=value))[0]
+            snapshot = await graph.compile(saver).aget_state(run_config(task, graph))
+            if snapshot.metadata is None and not snapshot.values and not snapshot.next:
+                raise DefinitionError(
+                    f"Runners.resume: task {task_id!r} never ran in this checkpointer "
+                    f"({type(saver).__name__}), so there is nothing to resume; start it with "
+                    f"Runners.run(input=..., task_id={task_id!r}, ...), or check the id "
+                    "(`aworld-graph threads` lists the stored runs)"
+                )
+            return (await drive(task, graph, saver, resume=value))[0]
         finally:
             await close_graph(graph)
 

@@ -48,6 +48,53 @@ def _openai_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def _item_steps(
+    trace: list[dict[str, Any]],
+) -> dict[int, tuple[dict[str, Any] | None, set[Any]]]:
+    """Trace index of each item's record → its tools record and the supersteps it covers."""
+    out: dict[int, tuple[dict[str, Any] | None, set[Any]]] = {}
+    for i, record in enumerate(trace):
+        if record.get("kind") not in ("llm", "limit", "critic", "human"):
+            continue
+        tool_record = (
+            next(
+                (
+                    r
+                    for r in trace[i + 1 :]
+                    if r.get("kind") == "tools" and r.get("agent") == record.get("agent")
+                ),
+                None,
+            )
+            if record.get("tool_calls")
+            else None
+        )
+        steps = {record.get("step")} | ({tool_record.get("step")} if tool_record else set())
+        out[i] = (tool_record, steps)
+    return out
+
+
+def _owners(
+    rewards: list[dict[str, Any]], steps_of: Mapping[int, tuple[Any, set[Any]]]
+) -> dict[int, list[dict[str, Any]]]:
+    """Which item each reward belongs to, so that none is lost: the item covering its step;
+    else (a step with no item of its own, such as a function node's) the latest item before
+    it; else the first item."""
+    owned: dict[int, list[dict[str, Any]]] = {i: [] for i in steps_of}
+    for reward in rewards:
+        step = reward.get("step")
+        covering = [i for i, (_, steps) in steps_of.items() if step in steps]
+        if not covering and steps_of:
+            earlier = [
+                i
+                for i, (_, steps) in steps_of.items()
+                if isinstance(step, int) and any(isinstance(s, int) and s <= step for s in steps)
+            ]
+            covering = [earlier[-1] if earlier else next(iter(steps_of))]
+        for i in covering:
+            owned[i].append(reward)
+    return owned
+
+
 def build_trajectory(
     values: Mapping[str, Any],
     *,
@@ -69,24 +116,12 @@ def build_trajectory(
     checkpoints = checkpoints or {}
     items: list[dict[str, Any]] = []
     pre_agent: str | None = None
-    for i, record in enumerate(trace):
+    steps_of = _item_steps(trace)
+    owned = _owners(rewards, steps_of)
+    for i, (tool_record, steps) in steps_of.items():
+        record = trace[i]
         kind = record.get("kind")
-        if kind not in ("llm", "limit", "critic", "human"):
-            continue
-        tool_record = (
-            next(
-                (
-                    r
-                    for r in trace[i + 1 :]
-                    if r.get("kind") == "tools" and r.get("agent") == record.get("agent")
-                ),
-                None,
-            )
-            if record.get("tool_calls")
-            else None
-        )
-        steps = {record.get("step")} | ({tool_record.get("step")} if tool_record else set())
-        step_rewards = [r for r in rewards if r.get("step") in steps]
+        step_rewards = owned[i]
         n = int(record.get("n_messages", len(messages)))
         seen = messages[:n]
         if record.get("prompt_turn"):  # a private turn of a workflow agent: its own messages
@@ -164,7 +199,12 @@ def build_trajectory(
                         else record.get("feedback"),
                     },
                 },
-                "reward": {"tool_outputs": outputs, "status": status, "score": score},
+                "reward": {
+                    "tool_outputs": outputs,
+                    "status": status,
+                    "score": score,
+                    "rewards": [dict(r) for r in step_rewards],
+                },
             }
         )
         pre_agent = record.get("agent")
@@ -191,7 +231,7 @@ def build_trajectory(
                     "is_agent_finished": False,
                     "ext_info": {"error": error.get("error")},
                 },
-                "reward": {"tool_outputs": [], "status": "error", "score": None},
+                "reward": {"tool_outputs": [], "status": "error", "score": None, "rewards": []},
             }
         )
     return items

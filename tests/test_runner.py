@@ -40,7 +40,9 @@ def _scripted(*replies: Any) -> Agent:
     return Agent(name="worker", tools=[record], model=ScriptedModel(list(replies)))
 
 
-async def test_step_runs_one_superstep_at_a_time_and_rewards_land_in_the_trajectory(saver: Any) -> None:
+async def test_step_runs_one_superstep_at_a_time_and_rewards_land_in_the_trajectory(
+    saver: Any,
+) -> None:
     task = Task(
         input="record x",
         agent=_scripted(tool_call("record", {"value": "x"}), "done"),
@@ -51,20 +53,61 @@ async def test_step_runs_one_superstep_at_a_time_and_rewards_land_in_the_traject
     while not finished:
         finished, observation, response = await Runners.step(task, checkpointer=saver)
         seen.append((finished, sorted(k for k in observation if not k.startswith("__"))))
-        await Runners.reward(task, score=len(seen) / 10, status="ok", feedback=f"step {len(seen)}", checkpointer=saver)
+        response = await Runners.reward(
+            task,
+            score=len(seen) / 10,
+            status="ok",
+            feedback=f"step {len(seen)}",
+            checkpointer=saver,
+        )
     assert seen == [(False, ["worker"]), (False, ["worker__tools"]), (True, ["worker"])]
+    assert response.answer == "done" and response.success
+    # every reward given is in the trajectory the task reads back, the last one included
+    given = [[r["score"] for r in item["reward"]["rewards"]] for item in response.trajectory]
+    assert given == [[0.1, 0.2], [0.3]]
+    scores = [item["reward"]["score"] for item in response.trajectory]
+    assert scores == [0.2, 0.3]  # an item's score is the latest reward of its supersteps
+    assert response.trajectory[0]["action"]["ext_info"]["feedback"] == "step 2"
     final = await Runners.resume(task.id, agent=task.agent, checkpointer=saver)
-    assert final.answer == "done" and final.success
-    scores = [item["reward"]["score"] for item in final.trajectory]
-    assert scores == [0.2, 0.3]  # the tool step's reward wins for the first agent step
-    assert final.trajectory[0]["action"]["ext_info"]["feedback"] == "step 2"
+    assert final.trajectory == response.trajectory
     assert runs == ["x"]
+
+
+async def test_a_reward_on_a_step_without_its_own_item_is_kept(saver: Any) -> None:
+    """A function node's step has no trajectory item; its reward joins the item before it."""
+    from aworld_graph import Node, Swarm
+
+    agent = Agent(name="writer", model=ScriptedModel(["draft"]))
+    tidy = Node(name="tidy", fn=lambda state: {"output": str(state.get("answer")).upper()})
+    task = Task(
+        input="go", swarm=Swarm(agent, tidy), conf=TaskConfig(run_mode=TaskRunMode.INTERACTIVE)
+    )
+    given = []
+    finished = False
+    while not finished:
+        finished, _, _ = await Runners.step(task, checkpointer=saver)
+        response = await Runners.reward(task, 0.5 + len(given) / 10, checkpointer=saver)
+        given.append(0.5 + (len(given)) / 10)
+    assert response.answer == "DRAFT"
+    kept = [r["score"] for item in response.trajectory for r in item["reward"]["rewards"]]
+    assert kept == given == [0.5, 0.6]
 
 
 async def test_reward_before_any_step_is_a_clear_error(saver: Any) -> None:
     task = Task(input="x", agent=_scripted("hi"))
     with pytest.raises(aworld_graph.DefinitionError, match="no step has run yet"):
         await Runners.reward(task, 1.0, checkpointer=saver)
+
+
+async def test_resume_of_a_task_that_never_ran_is_a_clear_error(saver: Any) -> None:
+    agent = _scripted("never asked")
+    with pytest.raises(aworld_graph.DefinitionError) as caught:
+        await Runners.resume("no-such-task", agent=agent, checkpointer=saver)
+    message = str(caught.value)
+    assert "'no-such-task' never ran" in message and "task_id='no-such-task'" in message
+    assert "Runners.run(" in message
+    assert list(saver.list({"configurable": {"thread_id": "no-such-task"}})) == []
+    assert agent.model.calls == []  # type: ignore[union-attr]
 
 
 async def test_run_task_runs_many_concurrently_with_their_own_threads(saver: Any) -> None:
@@ -82,10 +125,15 @@ async def test_run_task_runs_many_concurrently_with_their_own_threads(saver: Any
 async def test_run_task_rejects_duplicate_ids(saver: Any) -> None:
     agent = _scripted("a")
     with pytest.raises(aworld_graph.DefinitionError, match="share an id"):
-        await Runners.run_task([Task(input="a", agent=agent, id="same"), Task(input="b", agent=agent, id="same")], checkpointer=saver)
+        await Runners.run_task(
+            [Task(input="a", agent=agent, id="same"), Task(input="b", agent=agent, id="same")],
+            checkpointer=saver,
+        )
 
 
-async def test_llm_failure_is_recorded_and_resume_does_not_redo_finished_work(fake_openai: FakeOpenAI, saver: Any) -> None:
+async def test_llm_failure_is_recorded_and_resume_does_not_redo_finished_work(
+    fake_openai: FakeOpenAI, saver: Any
+) -> None:
     fake_openai.add(calls(("record", {"value": "once"})), status(500), status(500))
     agent = Agent(
         name="worker",
@@ -104,10 +152,21 @@ async def test_llm_failure_is_recorded_and_resume_does_not_redo_finished_work(fa
     assert second.llm_calls == 2
 
 
-async def test_streaming_run_emits_node_llm_tool_token_and_answer_events(fake_openai: FakeOpenAI, saver: Any) -> None:
+async def test_streaming_run_emits_node_llm_tool_token_and_answer_events(
+    fake_openai: FakeOpenAI, saver: Any
+) -> None:
     fake_openai.add(calls(("record", {"value": "s"})), text("streamed done"))
-    agent = Agent(name="worker", tools=[record], conf=AgentConfig(llm_base_url=fake_openai.url, llm_model_name="m"))
-    events = [e async for e in Runners.streaming_run("go", agent=agent, conf=TaskConfig(stream=True), checkpointer=saver)]
+    agent = Agent(
+        name="worker",
+        tools=[record],
+        conf=AgentConfig(llm_base_url=fake_openai.url, llm_model_name="m"),
+    )
+    events = [
+        e
+        async for e in Runners.streaming_run(
+            "go", agent=agent, conf=TaskConfig(stream=True), checkpointer=saver
+        )
+    ]
     kinds = [e["event"] for e in events]
     assert kinds[0] == "node_start" and kinds[-1] == "done"
     assert {"llm_call", "tool_call", "token", "answer", "node_end"} <= set(kinds)
@@ -132,11 +191,39 @@ def test_task_needs_exactly_one_of_agent_or_swarm() -> None:
 def test_public_surface_is_pinned() -> None:
     assert sorted(aworld_graph.__all__) == sorted(
         [
-            "AWorldGraphError", "Agent", "AgentConfig", "ChatModel", "ConfigError", "Critic",
-            "DefinitionError", "Edge", "GraphBuildType", "HandoffSwarm", "Human", "HybridSwarm",
-            "ModelError", "ModelResponse", "ModelRetry", "Node", "OpenAIModel", "Runners",
-            "RuntimeFailure", "Sandbox", "Swarm", "SwarmState", "Task", "TaskConfig", "TaskResponse",
-            "TaskRunMode", "TeamSwarm", "Tool", "TrajectorySaver", "WorkflowSwarm", "edge", "load_workflow", "tool",
+            "AWorldGraphError",
+            "Agent",
+            "AgentConfig",
+            "ChatModel",
+            "ConfigError",
+            "Critic",
+            "DefinitionError",
+            "Edge",
+            "GraphBuildType",
+            "HandoffSwarm",
+            "Human",
+            "HybridSwarm",
+            "ModelError",
+            "ModelResponse",
+            "ModelRetry",
+            "Node",
+            "OpenAIModel",
+            "Runners",
+            "RuntimeFailure",
+            "Sandbox",
+            "Swarm",
+            "SwarmState",
+            "Task",
+            "TaskConfig",
+            "TaskResponse",
+            "TaskRunMode",
+            "TeamSwarm",
+            "Tool",
+            "TrajectorySaver",
+            "WorkflowSwarm",
+            "edge",
+            "load_workflow",
+            "tool",
         ]
     )
     for name in aworld_graph.__all__:
@@ -151,8 +238,17 @@ async def test_fork_from_an_earlier_checkpoint_into_a_new_thread(saver: Any) -> 
     model = ScriptedModel([tool_call("record", {"value": "a"}), "first ending", "second ending"])
     agent = Agent(name="worker", tools=[record], model=model)
     original = await Runners.run("go", agent=agent, task_id="orig", checkpointer=saver)
-    after_tools = original.trajectory[0]["meta"]["checkpoint_id"]  # the checkpoint after the tool step
-    fork_id = await Runners.fork("orig", after_tools, values={"context": {"edited": True}}, new_task_id="forked", agent=agent, checkpointer=saver)
+    after_tools = original.trajectory[0]["meta"][
+        "checkpoint_id"
+    ]  # the checkpoint after the tool step
+    fork_id = await Runners.fork(
+        "orig",
+        after_tools,
+        values={"context": {"edited": True}},
+        new_task_id="forked",
+        agent=agent,
+        checkpointer=saver,
+    )
     assert fork_id == "forked"
     resumed = await Runners.resume("forked", agent=agent, checkpointer=saver)
     assert resumed.answer == "second ending" and resumed.state["context"] == {"edited": True}
@@ -165,10 +261,14 @@ async def test_steps_continue_with_a_new_saver_object_on_the_same_file(tmp_path:
 
     db = str(tmp_path / "steps.db")
     agent = _scripted(tool_call("record", {"value": "p"}), "done")
-    task = Task(input="x", agent=agent, id="stepper", conf=TaskConfig(run_mode=TaskRunMode.INTERACTIVE))
+    task = Task(
+        input="x", agent=agent, id="stepper", conf=TaskConfig(run_mode=TaskRunMode.INTERACTIVE)
+    )
     finished, _, _ = await Runners.step(task, checkpointer=TrajectorySaver(db))
     assert not finished
-    again = Task(input="x", agent=agent, id="stepper", conf=TaskConfig(run_mode=TaskRunMode.INTERACTIVE))
+    again = Task(
+        input="x", agent=agent, id="stepper", conf=TaskConfig(run_mode=TaskRunMode.INTERACTIVE)
+    )
     finished, observation, response = await Runners.step(again, checkpointer=TrajectorySaver(db))
     assert "worker__tools" in observation and runs == ["p"]
 
