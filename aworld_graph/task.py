@@ -91,9 +91,21 @@ class TaskResponse:
     state: dict[str, Any] = field(default_factory=dict)
     """The final graph state (``SwarmState`` values)."""
 
+    @property
+    def unavailable_servers(self) -> dict[str, str]:
+        """MCP servers the run went on without (they could not be started or reached), and
+        why; their tools were not offered to the model."""
+        down: dict[str, str] = {}
+        for record in self.state.get("trace") or []:
+            for server, reason in (record.get("unavailable_servers") or {}).items():
+                down.setdefault(str(server), str(reason))
+        return down
+
     def summary(self) -> str:
         """A few lines for a terminal: answer, status and the steps taken."""
         lines = [f"task {self.id}: {self.status}" + (f" ({self.msg})" if self.msg else "")]
+        for server, reason in self.unavailable_servers.items():
+            lines.append(f"  without MCP server {server!r}: {reason[:300]}")
         for item in self.trajectory:
             action = item["action"]
             if item["meta"].get("kind") == "error":  # the step was tried and did not happen

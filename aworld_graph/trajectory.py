@@ -136,7 +136,9 @@ def build_trajectory(
         )
         checkpoint_id = checkpoints.get(last_step) if last_step is not None else None
         at = record.get("at")
-        created_at = datetime.fromtimestamp(at, UTC).isoformat() if isinstance(at, (int, float)) else None
+        created_at = (
+            datetime.fromtimestamp(at, UTC).isoformat() if isinstance(at, (int, float)) else None
+        )
         outputs = [
             {
                 k: r.get(k)
@@ -197,6 +199,7 @@ def build_trajectory(
                         "feedback": step_rewards[-1].get("feedback")
                         if step_rewards
                         else record.get("feedback"),
+                        "unavailable_servers": record.get("unavailable_servers"),
                     },
                 },
                 "reward": {

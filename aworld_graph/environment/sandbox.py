@@ -323,6 +323,11 @@ class Sandbox:
     def __repr__(self) -> str:
         return f"Sandbox(mcp_servers={self.mcpservers.names!r})"
 
+    @property
+    def unavailable(self) -> dict[str, str]:
+        """Servers left out of :meth:`tool_specs` (``skip_unavailable``), and why."""
+        return dict(self.mcpservers.unavailable)
+
     async def tool_specs(self) -> list[ToolSpec]:
         """The tools offered to the model (``server__tool``)."""
         return await self.mcpservers.tool_specs()

@@ -3,14 +3,25 @@
 Steps come from the run state's ``trace`` (every LLM call, tool execution, critic verdict,
 human input, function node and nested-swarm step, including those of sub-runs), joined with
 the AWorld trajectory items for checkpoint times and with the state's rewards.
+
+The *route* is the edges the run really took. LangGraph runs in supersteps: a node that runs
+in superstep ``t`` was triggered by the writes of nodes that ran in ``t - 1`` (a join gate:
+by its sources since the node last ran), and every trace record carries its superstep. So an
+edge ``u → v`` of one swarm counts as taken when ``u`` ran in the superstep right before
+``v``, on the same thread (each sub-run and nested swarm numbers its own supersteps); a
+delegation when the tool execution of the leader names the member's sub-run; the start edge
+for the nodes of the first superstep, an end edge for those of the last one of a finished
+run. An edge whose source ran long before its target is not taken, so loops, hand-offs and
+conditions light up only the way the run went.
 """
 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from typing import Any
 
-from ._view import View
+from ._view import END, START, View
 
 __all__ = ["load_run", "run_path"]
 
@@ -110,6 +121,12 @@ def run_path(response: Any, view: View) -> dict[str, Any]:
             )
     for i, step in enumerate(steps):
         step["index"] = i + 1
+    route = _route(
+        view,
+        steps,
+        list(state.get("trace") or []),
+        finished=getattr(response, "status", None) == "finished",
+    )
     return {
         "thread_id": getattr(response, "thread_id", None) or getattr(response, "id", None),
         "status": getattr(response, "status", None),
@@ -120,7 +137,88 @@ def run_path(response: Any, view: View) -> dict[str, Any]:
         "usage": getattr(response, "usage", None),
         "steps": steps,
         "visited": sorted({s["node"] for s in steps if s.get("node")}),
+        "route": route,
     }
+
+
+def _route(
+    view: View, steps: list[dict[str, Any]], trace: list[dict[str, Any]], *, finished: bool
+) -> list[dict[str, Any]]:
+    """The edges the run took, in the order it first took them: ``{"edge": "e<i>" (its
+    index in ``view.edges``, as the page numbers them), "source", "target", "step"}`` where
+    ``step`` is the index of the step that the edge led to."""
+    parent = {n.id: n.cluster for n in view.nodes} | {c.id: c.cluster for c in view.clusters}
+    between: dict[tuple[str, str], list[int]] = defaultdict(list)
+    into: dict[str, list[int]] = defaultdict(list)
+    for i, e in enumerate(view.edges):
+        between[(e.source, e.target)].append(i)
+        into[e.target].append(i)
+    gates = {n.id for n in view.nodes if n.kind == "join"}
+    # where each node ran: per thread and swarm, superstep -> (node ids, step index)
+    runs: dict[tuple[Any, Any], list[tuple[int, str, int]]] = defaultdict(list)
+    taken: dict[int, int] = {}
+
+    def take(edges: list[int], at: int) -> None:
+        for i in edges:
+            taken.setdefault(i, at)
+
+    records = iter(trace)
+    for step in steps:
+        record = next(records, {}) if step["kind"] != "error" else {}
+        node, superstep = step.get("node"), step.get("step")
+        if not node or not isinstance(superstep, int):
+            continue
+        here = {node}
+        if step["kind"] == "tools":  # a tool execution is its agent's step too
+            agent = view.find(str(step.get("agent") or ""), parent.get(node))
+            here |= {agent} if agent else set()
+            for result in record.get("tool_results") or []:
+                member = view.find(str(result.get("delegate") or ""), parent.get(node))
+                if result.get("delegate") and member and agent:
+                    take(between[(agent, member)], step["index"])
+        for id in here:
+            runs[(step.get("thread"), parent.get(id))].append((superstep, id, step["index"]))
+    for (thread, _), ran in runs.items():
+        at: dict[int, set[str]] = defaultdict(set)
+        for superstep, id, _ in ran:
+            at[superstep].add(id)
+        last: dict[str, int] = {}
+        for superstep, id, index in sorted(ran, key=lambda r: (r[2], r[0])):
+            for source in at.get(superstep - 1, ()):
+                if source not in gates:
+                    take(between[(source, id)], index)
+            for i in into[id]:
+                gate = view.edges[i].source
+                if gate not in gates:
+                    continue
+                came = [
+                    j
+                    for j in into[gate]
+                    if any(
+                        last.get(id, -1) < t < superstep
+                        for t, source, _ in ran
+                        if source == view.edges[j].source
+                    )
+                ]
+                if came:
+                    take([i, *came], index)
+            last[id] = superstep
+        if thread is None and at:
+            first, final = min(at), max(at)
+            for id in at[first]:
+                take(between[(START, id)], min(x for t, n, x in ran if t == first and n == id))
+            if finished:
+                for id in at[final]:
+                    take(between[(id, END)], max(x for t, n, x in ran if t == final and n == id))
+    return [
+        {
+            "edge": f"e{i}",
+            "source": view.edges[i].source,
+            "target": view.edges[i].target,
+            "step": at,
+        }
+        for i, at in sorted(taken.items(), key=lambda item: (item[1], item[0]))
+    ]
 
 
 async def load_run(target: Any, thread_id: str, checkpointer: Any) -> Any:

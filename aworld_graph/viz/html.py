@@ -96,7 +96,8 @@ def to_html(
     """One self-contained HTML page showing ``swarm`` (a ``Swarm`` or ``Agent``).
 
     With ``response`` (a ``TaskResponse``), the run's path is overlaid in order: the visited
-    nodes are highlighted and numbered, and a control steps through the steps with their
+    nodes are highlighted and numbered (badges placed clear of edge labels), the edges of its
+    route (see :mod:`._run`) are highlighted, and a control steps through the steps with their
     timings, token usage, tool calls and results, rewards and errors. ``use_dot`` chooses
     Graphviz's layout (default: when ``dot`` is installed) over the built-in one.
     """
