@@ -20,7 +20,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from ._agent_nodes import TOOL_CALL_TASK
-from .config import TaskConfig
+from .config import DEFAULT_MAX_STEPS, TaskConfig
 from .errors import ThreadBusy
 from .graph import BuiltGraph, built
 from .task import Task, TaskResponse
@@ -53,7 +53,7 @@ async def close_graph(graph: BuiltGraph) -> None:
 def run_config(task: Task, graph: BuiltGraph) -> RunnableConfig:
     """The LangGraph config of a task's run: its thread, limits and metadata."""
     meta = {k: v for k, v in graph.info.items() if isinstance(v, (str, int, float, bool))}
-    max_steps = int(graph.info.get("max_steps") or task.conf.max_steps)
+    max_steps = int(task.conf.max_steps or graph.info.get("max_steps") or DEFAULT_MAX_STEPS)
     meta.update({"task_id": task.id, "task_name": task.name, "session_id": task.session_id})
     meta.update({k: v for k, v in task.metadata.items() if isinstance(v, (str, int, float, bool))})
     return {
@@ -323,7 +323,8 @@ async def _drive(
         else:
             await loop()
     except GraphRecursionError:
-        error = f"the run exceeded its step budget (max_steps={task.conf.max_steps})"
+        budget = config["configurable"]["max_steps"]
+        error = f"the run exceeded its step budget (max_steps={budget})"
     except TimeoutError:
         error = f"the run timed out after {task.conf.timeout}s"
     except Exception as exc:  # recorded and reported; the run stays resumable
@@ -371,7 +372,12 @@ async def sub_run(source: Any, request: str, config: RunnableConfig, key: str) -
         input=request,
         swarm=source,
         id=f"{configurable.get('thread_id', 'run')}.{key}",
-        conf=TaskConfig(max_steps=int(configurable.get("max_steps", 50))),
+        # a nested swarm's own max_steps bounds its sub-run; else the parent's budget does
+        conf=TaskConfig(
+            max_steps=None
+            if built(source).info.get("max_steps")
+            else int(configurable.get("max_steps", DEFAULT_MAX_STEPS))
+        ),
     )
 
     async def go() -> TaskResponse:

@@ -9,7 +9,10 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["AgentConfig", "TaskConfig", "TaskRunMode"]
+__all__ = ["AgentConfig", "DEFAULT_MAX_STEPS", "TaskConfig", "TaskRunMode"]
+
+DEFAULT_MAX_STEPS = 20
+"""The step budget of a task when neither its ``TaskConfig`` nor its swarm sets one."""
 
 
 @dataclass(kw_only=True)
@@ -84,8 +87,10 @@ class TaskRunMode(enum.StrEnum):
 class TaskConfig:
     """Per-task settings (AWorld's names where they exist)."""
 
-    max_steps: int = 20
-    """Upper bound on node executions (LLM calls + tool executions) in one run."""
+    max_steps: int | None = None
+    """Upper bound on node executions (LLM calls + tool executions) in one run. It wins over
+    the swarm's own ``max_steps`` (a workflow file's), as a command-line flag wins over a file;
+    ``None`` uses the swarm's, else :data:`DEFAULT_MAX_STEPS`."""
     resp_carry_context: bool = True
     """Include the conversation (``state.messages``) in each trajectory item."""
     run_mode: TaskRunMode = TaskRunMode.NORMAL
@@ -96,3 +101,14 @@ class TaskConfig:
     """Stream model tokens as events (used by ``Runners.streaming_run``)."""
     ext: dict[str, Any] = field(default_factory=dict)
     """Free-form extra settings, kept in the run's metadata."""
+
+    def __post_init__(self) -> None:
+        steps = self.max_steps
+        if steps is not None and (
+            isinstance(steps, bool) or not isinstance(steps, int) or steps < 1
+        ):
+            raise ConfigError(
+                f"TaskConfig.max_steps must be a whole number of at least 1, got {steps!r}; "
+                "give the most node executions the run may take (or leave it unset to use the "
+                f"swarm's max_steps, else {DEFAULT_MAX_STEPS})"
+            )

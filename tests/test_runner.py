@@ -277,3 +277,22 @@ def test_lazy_exports_match_all() -> None:
     from aworld_graph import _EXPORTS  # type: ignore[attr-defined]
 
     assert sorted(_EXPORTS) == aworld_graph.__all__
+
+
+async def test_task_config_max_steps_wins_over_the_swarm_and_must_be_positive(saver: Any) -> None:
+    from aworld_graph import ConfigError, Swarm
+
+    looping = Agent(
+        name="looper",
+        tools=[record],
+        model=FunctionModel(lambda m, t: tool_call("record", {"value": str(len(m))})),
+    )
+    swarm = Swarm(looping, max_steps=30)
+    response = await Runners.run(
+        "go", swarm=swarm, conf=TaskConfig(max_steps=3), checkpointer=saver
+    )
+    assert response.status == "max_steps" and "max_steps=3" in str(response.msg)
+    assert response.state["steps"] == 4  # LLM, tools, LLM, tools; the next LLM step stops
+    for bad in (0, -1):
+        with pytest.raises(ConfigError, match=f"got {bad}; give the most node executions"):
+            TaskConfig(max_steps=bad)

@@ -110,7 +110,12 @@ def _db_path() -> str:
 @click.argument("target")
 @click.option("--input", "-i", "input_", required=True, help="The task input (the user's request).")
 @click.option("--task-id", default=None, help="Task id (= checkpoint thread); random by default.")
-@click.option("--max-steps", type=int, default=None, help="Upper bound on node executions.")
+@click.option(
+    "--max-steps",
+    type=int,
+    default=None,
+    help="Upper bound on node executions (at least 1); wins over the workflow file's max_steps.",
+)
 @click.option(
     "--stream", is_flag=True, help="Print events (LLM calls, tool calls, tokens) as they happen."
 )
@@ -132,9 +137,7 @@ def run(
 
     source = load_target(target)
     saver = _saver(db)
-    conf = TaskConfig(stream=stream)
-    if max_steps is not None:
-        conf.max_steps = max_steps
+    conf = TaskConfig(stream=stream, max_steps=max_steps)  # wins over the file's max_steps
     agent = getattr(source, "agent", None)
     task = Task(
         input=input_,

@@ -145,3 +145,24 @@ def test_cli_runs_a_workflow_file_and_records_it(fake_openai: FakeOpenAI, tmp_pa
     assert latest is not None
     assert latest.metadata["target"] == "workflows/math.yaml"
     assert latest.metadata["workflow"] == "workflows/math.yaml" and latest.metadata["workflow_version"] == 1
+
+
+def test_max_steps_on_the_command_line_wins_over_the_workflow_file(
+    fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """math.yaml says max_steps: 16; --max-steps 1 stops the run after the first LLM step."""
+    monkeypatch.setenv("LLM_BASE_URL", fake_openai.url)
+    monkeypatch.setenv("LLM_MODEL_NAME", "fake-model")
+    fake_openai.add(calls(("calculator", {"expression": "6*7"})), text("The answer is 42."))
+    args = ["run", "workflows/math.yaml", "--input", "6*7?", "--db", str(tmp_path / "r.db")]
+    result = CliRunner().invoke(main, [*args, "--max-steps", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["status"] == "max_steps" and "max_steps=1" in payload["msg"]
+    assert len(fake_openai.requests) == 1
+    for bad in ("0", "-3"):
+        result = CliRunner().invoke(main, [*args, "--max-steps", bad])
+        assert result.exit_code != 0
+        assert f"TaskConfig.max_steps must be a whole number of at least 1, got {bad}" in result.output
+        assert "Traceback" not in result.output
+    assert len(fake_openai.requests) == 1
