@@ -205,7 +205,10 @@ class Swarm:
                     if not placed:  # splice it in: judged -> critic -> judged's old successors
                         moved = [e for e in self.edges if e.source == judged and e.kind == "flow"]
                         self.edges = [e for e in self.edges if e not in moved]
-                        self.edges += [Edge(source=node.name, target=e.target, condition=e.condition) for e in moved]
+                        self.edges += [
+                            Edge(source=node.name, target=e.target, condition=e.condition)
+                            for e in moved
+                        ]
                         for targets in self.joins.values():
                             targets[:] = [node.name if t == judged else t for t in targets]
                         self.edges.append(Edge(source=judged, target=node.name))
@@ -284,8 +287,12 @@ class Swarm:
         pairs = self._pairs(problems)
         for name, node in self.nodes.items():
             if not isinstance(node, Agent):
+                what = "nested swarm" if isinstance(node, Swarm) else type(node).__name__
                 problems.append(
-                    f"node {name!r}: a handoff swarm holds agents only (got {type(node).__name__})"
+                    f"node {name!r}: a handoff swarm holds agents only, since control passes "
+                    f"between them in one conversation and a {what} cannot take a turn in it; "
+                    "let an agent delegate to it (TeamSwarm or HybridSwarm: members may be "
+                    "swarms and hybrid members hand off), or wire both swarms into a workflow"
                 )
         self.root = (
             self._ref(root_agent, "root_agent", problems)
@@ -357,9 +364,13 @@ class Swarm:
             except nx.NetworkXNoCycle:
                 cycle = None
             if cycle:
-                path = " -> ".join([cycle[0][0], *(v for _, v in cycle)])
+                back = _back_edge(cycle, self.declared_edges)
+                start = cycle.index(back) + 1  # the path starts where the back edge returns
+                hops = cycle[start:] + cycle[:start]
+                path = " -> ".join([hops[0][0], *(v for _, v in hops)])
                 problems.append(
-                    f"workflow cycle {path}; declare it as a loop with edge(a, b, max_rounds=N) or use a Critic"
+                    f"workflow cycle {path}; declare its back edge as a loop, "
+                    f"edge({back[0]!r}, {back[1]!r}, max_rounds=N), or use a Critic"
                 )
         reachable: set[str] = set()
         for entry in self.entries:
@@ -389,6 +400,13 @@ class Swarm:
 
     def __repr__(self) -> str:
         return f"Swarm(name={self.name!r}, build_type={self.build_type.value!r}, nodes={list(self.nodes)})"
+
+
+def _back_edge(cycle: list[tuple[str, str]], declared: list[Edge]) -> tuple[str, str]:
+    """The hop of ``cycle`` that goes back: one the user declared with ``edges=`` (the
+    topology itself is a DAG), else the hop that closes the cycle."""
+    given = {(e.source, e.target) for e in declared}
+    return next((hop for hop in reversed(cycle) if tuple(hop) in given), cycle[-1])
 
 
 def _flatten(items: Any) -> list[Any]:

@@ -28,7 +28,9 @@ def echo(name: str, reply: str | None = None) -> Agent:
     """An agent whose model answers '<name>: <last user message first line>' (or ``reply``)."""
 
     def fn(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        return reply if reply is not None else f"{name} saw: {messages[-1]['content'].splitlines()[0]}"
+        return (
+            reply if reply is not None else f"{name} saw: {messages[-1]['content'].splitlines()[0]}"
+        )
 
     return Agent(name=name, model=FunctionModel(fn))
 
@@ -38,7 +40,13 @@ def order(response: Any) -> list[str]:
 
 
 async def test_serial_workflow_passes_outputs_forward(saver: Any) -> None:
-    a, b = echo("a", "alpha"), Agent(name="b", model=FunctionModel(lambda m, t: "b got " + m[-1]["content"].split("[a]\n")[1]))
+    a, b = (
+        echo("a", "alpha"),
+        Agent(
+            name="b",
+            model=FunctionModel(lambda m, t: "b got " + m[-1]["content"].split("[a]\n")[1]),
+        ),
+    )
     response = await Runners.run("start", swarm=Swarm(a, b), checkpointer=saver)
     assert order(response) == ["a", "b"]
     assert response.answer == "b got alpha" and response.success
@@ -46,10 +54,20 @@ async def test_serial_workflow_passes_outputs_forward(saver: Any) -> None:
 
 
 async def test_parallel_group_fans_out_and_joins_once(saver: Any) -> None:
-    summarizer = Agent(name="sum", model=FunctionModel(lambda m, t: "summary of " + ",".join(
-        line[1:-1] for line in m[-1]["content"].splitlines() if line.startswith("[")
-    )))
-    swarm = Swarm(topology=[echo("plan", "p"), [echo("x", "X"), echo("y", "Y"), echo("z", "Z")], summarizer])
+    summarizer = Agent(
+        name="sum",
+        model=FunctionModel(
+            lambda m, t: (
+                "summary of "
+                + ",".join(
+                    line[1:-1] for line in m[-1]["content"].splitlines() if line.startswith("[")
+                )
+            )
+        ),
+    )
+    swarm = Swarm(
+        topology=[echo("plan", "p"), [echo("x", "X"), echo("y", "Y"), echo("z", "Z")], summarizer]
+    )
     response = await Runners.run("go", swarm=swarm, checkpointer=saver)
     nodes = order(response)
     assert nodes[0] == "plan" and nodes[-1] == "sum" and nodes.count("sum") == 1
@@ -62,7 +80,11 @@ async def test_join_waits_for_a_branch_that_uses_tools(saver: Any) -> None:
         """Look something up."""
         return "found " + q
 
-    slow = Agent(name="slow", tools=[lookup], model=ScriptedModel([tool_call("lookup", {"q": "k"}), "slow done"]))
+    slow = Agent(
+        name="slow",
+        tools=[lookup],
+        model=ScriptedModel([tool_call("lookup", {"q": "k"}), "slow done"]),
+    )
     swarm = Swarm(topology=[[slow, echo("fast", "fast done")], echo("join", "joined")])
     response = await Runners.run("go", swarm=swarm, checkpointer=saver)
     nodes = order(response)
@@ -71,11 +93,19 @@ async def test_join_waits_for_a_branch_that_uses_tools(saver: Any) -> None:
 
 async def test_conditional_edges_are_evaluated_both_ways(saver: Any) -> None:
     def build() -> Swarm:
-        triage = Agent(name="triage", model=FunctionModel(lambda m, t: "math" if "+" in m[-1]["content"] else "chat"))
+        triage = Agent(
+            name="triage",
+            model=FunctionModel(lambda m, t: "math" if "+" in m[-1]["content"] else "chat"),
+        )
         return Swarm(
-            triage, echo("mathematician", "42"), echo("chatter", "hello"),
+            triage,
+            echo("mathematician", "42"),
+            echo("chatter", "hello"),
             topology=[triage],
-            edges=[edge("triage", "mathematician", 'answer == "math"'), edge("triage", "chatter", lambda s: s["answer"] == "chat")],
+            edges=[
+                edge("triage", "mathematician", 'answer == "math"'),
+                edge("triage", "chatter", lambda s: s["answer"] == "chat"),
+            ],
         )
 
     math = await Runners.run("2+2", swarm=build(), checkpointer=saver)
@@ -93,19 +123,28 @@ async def test_critic_loop_retries_with_feedback_until_it_passes(saver: Any) -> 
         return next(drafts)
 
     writer = Agent(name="writer", model=FunctionModel(write))
-    critic = Critic(name="critic", judges=writer, scorer=lambda out, state: (1.0, "good") if "final" in out else (0.2, "more detail"), threshold=0.8)
+    critic = Critic(
+        name="critic",
+        judges=writer,
+        scorer=lambda out, state: (1.0, "good") if "final" in out else (0.2, "more detail"),
+        threshold=0.8,
+    )
     response = await Runners.run("write", swarm=Swarm(writer, critic), checkpointer=saver)
     assert order(response) == ["writer", "critic"] * 3
     assert response.answer == "final draft"
     assert [r["status"] for r in response.state["rewards"]] == ["retry", "retry", "pass"]
     assert "Feedback from critic (score 0.2): more detail" in seen[1]
-    assert [item["reward"]["score"] for item in response.trajectory if item["meta"]["kind"] == "critic"] == [0.2, 0.2, 1.0]
+    assert [
+        item["reward"]["score"] for item in response.trajectory if item["meta"]["kind"] == "critic"
+    ] == [0.2, 0.2, 1.0]
 
 
 async def test_critic_stops_at_max_rounds(saver: Any) -> None:
     writer = echo("writer", "meh")
     critic = Critic(name="critic", judges=writer, scorer=lambda out, state: 0.1, max_rounds=2)
-    response = await Runners.run("write", swarm=Swarm(writer, critic, echo("publisher", "published")), checkpointer=saver)
+    response = await Runners.run(
+        "write", swarm=Swarm(writer, critic, echo("publisher", "published")), checkpointer=saver
+    )
     assert order(response) == ["writer", "critic", "writer", "critic", "publisher"]
     assert [r["status"] for r in response.state["rewards"]] == ["retry", "max_rounds"]
 
@@ -113,8 +152,13 @@ async def test_critic_stops_at_max_rounds(saver: Any) -> None:
 async def test_llm_critic_parses_its_judges_json(saver: Any) -> None:
     judge = FunctionModel(lambda m, t: '{"score": 0.9, "feedback": "fine"}')
     critic = Critic(name="judge", judges="writer", system_prompt="Grade it.", model=judge)
-    response = await Runners.run("x", swarm=Swarm(echo("writer", "text"), critic), checkpointer=saver)
-    assert response.state["rewards"][-1]["score"] == 0.9 and response.state["rewards"][-1]["status"] == "pass"
+    response = await Runners.run(
+        "x", swarm=Swarm(echo("writer", "text"), critic), checkpointer=saver
+    )
+    assert (
+        response.state["rewards"][-1]["score"] == 0.9
+        and response.state["rewards"][-1]["status"] == "pass"
+    )
 
 
 async def test_handoff_cycle_and_mixed_tool_calls_leave_no_dangling_call(saver: Any) -> None:
@@ -122,13 +166,27 @@ async def test_handoff_cycle_and_mixed_tool_calls_leave_no_dangling_call(saver: 
         """Take a note."""
         return "noted"
 
-    triage = Agent(name="triage", tools=[note], model=ScriptedModel([
-        [tool_call("note", {"text": "x"}, id="n1"), tool_call("transfer_to_writer", {}, id="h1"), tool_call("transfer_to_searcher", {}, id="h2")],
-        "back at triage: done",
-    ]))
-    writer = Agent(name="writer", model=ScriptedModel([tool_call("transfer_to_triage", {}, id="h3")]))
+    triage = Agent(
+        name="triage",
+        tools=[note],
+        model=ScriptedModel(
+            [
+                [
+                    tool_call("note", {"text": "x"}, id="n1"),
+                    tool_call("transfer_to_writer", {}, id="h1"),
+                    tool_call("transfer_to_searcher", {}, id="h2"),
+                ],
+                "back at triage: done",
+            ]
+        ),
+    )
+    writer = Agent(
+        name="writer", model=ScriptedModel([tool_call("transfer_to_triage", {}, id="h3")])
+    )
     searcher = echo("searcher")
-    swarm = HandoffSwarm(triage, writer, searcher, topology=[(triage, writer), (triage, searcher), (writer, triage)])
+    swarm = HandoffSwarm(
+        triage, writer, searcher, topology=[(triage, writer), (triage, searcher), (writer, triage)]
+    )
     response = await Runners.run("help", swarm=swarm, checkpointer=saver)
     assert order(response) == ["triage", "triage__tools", "writer", "writer__tools", "triage"]
     called = {tc["id"] for m in response.state["messages"] for tc in m.get("tool_calls") or []}
@@ -151,13 +209,27 @@ async def test_handoff_remembers_the_active_agent_across_a_session(saver: Any) -
 
 
 async def test_team_leader_delegates_and_composes(saver: Any) -> None:
-    leader = Agent(name="leader", model=ScriptedModel([
-        [tool_call("ask_researcher", {"request": "find facts"}), tool_call("ask_writer", {"request": "draft"})],
-        lambda m, t: "composed: " + " | ".join(x["content"] for x in m if x["role"] == "tool"),
-    ]))
-    researcher = Agent(name="researcher", model=FunctionModel(lambda m, t: "facts for " + m[-1]["content"]))
+    leader = Agent(
+        name="leader",
+        model=ScriptedModel(
+            [
+                [
+                    tool_call("ask_researcher", {"request": "find facts"}),
+                    tool_call("ask_writer", {"request": "draft"}),
+                ],
+                lambda m, t: (
+                    "composed: " + " | ".join(x["content"] for x in m if x["role"] == "tool")
+                ),
+            ]
+        ),
+    )
+    researcher = Agent(
+        name="researcher", model=FunctionModel(lambda m, t: "facts for " + m[-1]["content"])
+    )
     writer = Agent(name="writer", model=FunctionModel(lambda m, t: "draft for " + m[-1]["content"]))
-    response = await Runners.run("report", swarm=TeamSwarm(leader, researcher, writer), checkpointer=saver)
+    response = await Runners.run(
+        "report", swarm=TeamSwarm(leader, researcher, writer), checkpointer=saver
+    )
     assert response.answer == "composed: facts for find facts | draft for draft"
     sub_agents = {r["agent"] for r in response.state["trace"] if r.get("thread_id")}
     assert sub_agents == {"researcher", "writer"}
@@ -165,7 +237,9 @@ async def test_team_leader_delegates_and_composes(saver: Any) -> None:
 
 
 async def test_hybrid_members_hand_off_between_themselves(saver: Any) -> None:
-    leader = Agent(name="leader", model=ScriptedModel([tool_call("ask_a", {"request": "go"}), "leader done"]))
+    leader = Agent(
+        name="leader", model=ScriptedModel([tool_call("ask_a", {"request": "go"}), "leader done"])
+    )
     a = Agent(name="a", model=ScriptedModel([tool_call("transfer_to_b", {})]))
     b = echo("b", "b answered")
     swarm = HybridSwarm(leader, a, b, topology=[(leader, a), (leader, b), (a, b)])
@@ -185,9 +259,23 @@ async def test_nested_swarm_steps_stay_visible(saver: Any) -> None:
 
 
 async def test_human_interrupt_and_resume(saver: Any) -> None:
-    drafter, approval, doer, rework = echo("drafter", "a plan"), Human(name="approval"), echo("doer", "did it"), echo("rework", "reworked")
-    swarm = Swarm(drafter, approval, doer, rework, topology=[drafter, approval],
-                  edges=[edge(approval, doer, 'lower(context.approval) == "yes"'), edge(approval, rework, 'lower(context.approval) != "yes"')])
+    drafter, approval, doer, rework = (
+        echo("drafter", "a plan"),
+        Human(name="approval"),
+        echo("doer", "did it"),
+        echo("rework", "reworked"),
+    )
+    swarm = Swarm(
+        drafter,
+        approval,
+        doer,
+        rework,
+        topology=[drafter, approval],
+        edges=[
+            edge(approval, doer, 'lower(context.approval) == "yes"'),
+            edge(approval, rework, 'lower(context.approval) != "yes"'),
+        ],
+    )
     paused = await Runners.run("plan it", swarm=swarm, task_id="human-1", checkpointer=saver)
     assert paused.status == "interrupted" and paused.interrupts[0]["value"]["answer"] == "a plan"
     done = await Runners.resume("human-1", swarm=swarm, value="yes", checkpointer=saver)
@@ -195,7 +283,9 @@ async def test_human_interrupt_and_resume(saver: Any) -> None:
 
 
 async def test_function_node(saver: Any) -> None:
-    counter = Node(name="count", fn=lambda state: {"output": len(state["input"]), "context": {"counted": True}})
+    counter = Node(
+        name="count", fn=lambda state: {"output": len(state["input"]), "context": {"counted": True}}
+    )
     response = await Runners.run("four", swarm=Swarm(counter), checkpointer=saver)
     assert response.state["outputs"]["count"] == 4 and response.state["context"]["counted"] is True
 
@@ -217,9 +307,19 @@ def test_workflow_cycle_needs_a_declared_loop() -> None:
     Swarm(a, b, edges=[edge("b", "a", "steps < 3", max_rounds=2)])
 
 
+def test_the_cycle_error_names_the_back_edge() -> None:
+    a, b, c = echo("a"), echo("b"), echo("c")
+    with pytest.raises(DefinitionError) as info:
+        Swarm(a, b, c, edges=[("c", "b")])  # the chain a -> b -> c, and c -> b back
+    assert "workflow cycle b -> c -> b" in str(info.value)
+    assert "edge('c', 'b', max_rounds=N)" in str(info.value)
+
+
 async def test_declared_loop_is_bounded_by_max_rounds(saver: Any) -> None:
     a, b = echo("a", "A"), echo("b", "B")
-    response = await Runners.run("x", swarm=Swarm(a, b, edges=[edge(b, a, max_rounds=2)]), checkpointer=saver)
+    response = await Runners.run(
+        "x", swarm=Swarm(a, b, edges=[edge(b, a, max_rounds=2)]), checkpointer=saver
+    )
     assert order(response) == ["a", "b", "a", "b", "a", "b"]
 
 
@@ -236,3 +336,14 @@ def test_unreachable_node_and_bad_condition_and_handoff_shape() -> None:
         Swarm(a, b, topology=[a], build_type=GraphBuildType.HANDOFF)
     with pytest.raises(DefinitionError, match="use build_type=HYBRID"):
         TeamSwarm(a, b, island, topology=[(a, b), (a, island), (b, island)])
+
+
+def test_a_nested_swarm_in_a_handoff_swarm_says_why_and_what_to_use() -> None:
+    triage, inner = Agent(name="triage", model=ScriptedModel([])), Swarm(echo("b"), name="inner")
+    with pytest.raises(DefinitionError) as info:
+        HandoffSwarm(triage, inner, topology=[(triage, inner)])
+    text = str(info.value)
+    assert "node 'inner': a handoff swarm holds agents only" in text
+    assert "a nested swarm cannot take a turn in it" in text
+    assert "TeamSwarm or HybridSwarm" in text
+    TeamSwarm(triage, inner, root_agent=triage)  # what it says to use instead works

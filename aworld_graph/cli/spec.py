@@ -29,7 +29,8 @@ def validate(paths: tuple[str, ...]) -> None:
     """Check workflow and node-card files (or every .yaml under a directory).
 
     Prints `OK FILE` for each good file and every problem of the others (file:line: field:
-    what is wrong; fix: what to do). Exits 1 when any file has a problem.
+    what is wrong; fix: what to do). Exits 1 when any file has a problem; warnings (a file
+    that loads, but likely not as meant) are printed and do not fail it.
     """
     from ..spec import validate_file
     from ..spec._source import display_path
@@ -39,13 +40,15 @@ def validate(paths: tuple[str, ...]) -> None:
     files = _files(paths)
     for path in files:
         problems = validate_file(path)
-        if problems:
+        for problem in problems:
+            click.echo(str(problem))
+        errors = [p for p in problems if not p.warning]
+        if errors:
             bad += 1
-            total += len(problems)
-            for problem in problems:
-                click.echo(str(problem))
+            total += len(errors)
         else:
-            click.echo(f"OK {display_path(path)}")
+            warned = len(problems)
+            click.echo(f"OK {display_path(path)}" + (f" ({warned} warning(s))" if warned else ""))
     if bad:
         click.echo(f"{total} problem(s); {bad} of {len(files)} file(s) failed", err=True)
         sys.exit(1)

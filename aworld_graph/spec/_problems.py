@@ -26,15 +26,19 @@ class Problem:
     """What is wrong."""
     fix: str = ""
     """What to do about it."""
+    warning: bool = False
+    """A warning: the file loads, but probably not as meant (e.g. a team with no leader named)."""
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
-        text = f"{where}: {self.field + ': ' if self.field else ''}{self.message}"
+        kind = "warning: " if self.warning else ""
+        text = f"{where}: {self.field + ': ' if self.field else ''}{kind}{self.message}"
         return f"{text}; fix: {self.fix}" if self.fix else text
 
 
 class SpecError(DefinitionError):
-    """A workflow or node card has problems; ``problems`` lists every one of them."""
+    """A workflow or node card has problems; ``problems`` lists every one of them (warnings
+    too, though warnings alone never raise it)."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:
         self.problems = list(problems)

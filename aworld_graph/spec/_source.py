@@ -52,7 +52,9 @@ class Source:
             path = path[:-1]
         return self.lines.get((), 1)
 
-    def problem(self, path: Path_, message: str, fix: str = "") -> Problem:
+    def problem(
+        self, path: Path_, message: str, fix: str = "", *, warning: bool = False
+    ) -> Problem:
         """A :class:`Problem` at ``path`` of this file."""
         return Problem(
             file=self.display,
@@ -60,6 +62,7 @@ class Source:
             field=field_path(path),
             message=message,
             fix=fix,
+            warning=warning,
         )
 
 

@@ -80,6 +80,9 @@ class Wiring:
             self.problems += problems
             self.blocked = self.blocked or step is None
             steps.append(step)
+        if build_type is None:  # the header is broken: still check every name it uses
+            for i, step in enumerate(steps):
+                self._names(step, where + (i,))
         if self.blocked or build_type is None:
             self.blocked = True
             return None
@@ -88,6 +91,19 @@ class Wiring:
             return [c for c in converted if c is not None]
         pairs = [self._pair(s, where + (i,), build_type) for i, s in enumerate(steps)]
         return [p for p in pairs if p is not None]
+
+    def _names(self, step: Any, path: Path_) -> None:
+        """Check the node names of a step of any shape (when the build type is unknown)."""
+        if isinstance(step, str):
+            for name in step.split("->") if step.count("->") == 1 else [step]:
+                self.ref(name.strip(), path)
+        elif isinstance(step, list):
+            for j, name in enumerate(step):
+                self.ref(name, path + (j,))
+        elif isinstance(step, Parallel | Serial):
+            key = "parallel" if isinstance(step, Parallel) else "serial"
+            for j, part in enumerate(getattr(step, key)):
+                self._names(part, path + (key, j))
 
     def _step(self, step: Any, path: Path_) -> Any:
         if isinstance(step, str) and "->" not in step:
@@ -230,6 +246,10 @@ class Wiring:
         named = next((self.nodes[q] for q in quoted if q in self.nodes), self.prefix)
         if "unreachable" in head:
             return problem(named, head, "reach it from the topology or an edge, or remove it")
-        if "holds agents only" in head or "team member" in head:
+        if "holds agents only" in head:
+            return problem(
+                named, head, tail.replace("TeamSwarm or HybridSwarm", "build_type: team or hybrid")
+            )
+        if "team member" in head:
             return problem(named, head, "make it an agent, or use build_type: workflow")
         return problem(named, head, tail)

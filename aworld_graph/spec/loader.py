@@ -8,6 +8,7 @@ shape of a team) are run too and mapped back to the line that causes them.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..model import ChatModel
 from ..nodes import Critic
 from ..swarm import Swarm
 from ._cards import Context, build_card, find_card, merge_settings, placeholder, read_mcp
-from ._problems import Problem, SpecError
+from ._problems import Problem, SpecError, field_path
 from ._source import Path_, Source, display_path, read_source
 from ._validate import check
 from ._wiring import Wiring
@@ -119,7 +120,7 @@ class _Loader:
         return sorted(unique, key=lambda p: (p.file, p.line or 0))
 
     def raise_problems(self) -> None:
-        if self.problems:
+        if any(not p.warning for p in self.problems):
             raise SpecError(self.sorted_problems())
 
     def workflow_file(self, path: Path, ctx: Context | None = None) -> Swarm | None:
@@ -221,8 +222,8 @@ class _Loader:
         )
         topology = wiring.topology(data.get("topology"), header.build_type if header else None)
         edges = wiring.edges(data.get("edges"))
-        root = header.root_agent if header is not None else None
-        if root is not None and not wiring.ref(root, prefix + ("root_agent",)):
+        root = header.root_agent if header is not None else data.get("root_agent")
+        if isinstance(root, str) and not wiring.ref(root, prefix + ("root_agent",)):
             root = None
         for e in entries:
             if isinstance(e.node, Critic) and e.ok:
@@ -250,6 +251,17 @@ class _Loader:
             "workflow_version": header.version,
             "cards": {e.name: e.meta for e in entries if e.meta},
         }
+        if header.build_type in ("team", "hybrid") and header.root_agent is None:
+            # AWorld's rule, as in Python's TeamSwarm(leader, ...); a file should say it
+            self.problems.append(
+                source.problem(
+                    prefix + ("build_type",),
+                    f"no root_agent: {swarm.root!r} leads the {header.build_type} because it "
+                    "comes first",
+                    f"name the leader with `root_agent: {swarm.root}`",
+                    warning=True,
+                )
+            )
         return swarm
 
     def _nodes(
@@ -296,6 +308,7 @@ class _Loader:
         entry, problems = check(NodeEntry, item, source, path)
         self.problems += problems
         if entry is None:
+            _salvage(NodeEntry, item, source, path, problems, ctx)
             return _stand_in(item, path, failed)
         if isinstance(entry, WorkflowRef):
             return self._workflow_ref(source, entry, path, ctx, failed)
@@ -316,6 +329,7 @@ class _Loader:
             entry, problems = check(NodeCard, card_source.data, card_source)
             self.problems += problems
             if entry is None:
+                _salvage(NodeCard, card_source.data, card_source, (), problems, ctx)
                 return _stand_in(card_source.data, path, failed)
         node = build_card(entry, card_source, card_path, ctx)
         if node is None:
@@ -348,6 +362,26 @@ class _Loader:
             return failed
         swarm = self.workflow_file(target, ctx)
         return _Entry(name=swarm.name, node=swarm, path=path) if swarm is not None else failed
+
+
+def _salvage(
+    root: Any, data: Any, source: Source, path: Path_, problems: list[Problem], ctx: Context
+) -> None:
+    """Build a broken card without its bad fields, so that the problems of the rest (an
+    unknown tool, a scorer that does not import) are reported in the same pass."""
+    if not isinstance(data, dict):
+        return
+    prefix = field_path(path)
+    bad = set()
+    for problem in problems:
+        if problem.file == source.display and problem.field.startswith(prefix):
+            key = re.split(r"[.\[]", problem.field[len(prefix) :].lstrip("."))[0]
+            bad.add(key)
+    if not bad or bad & {"", "kind", "name"}:
+        return
+    entry, _ = check(root, {k: v for k, v in data.items() if k not in bad}, source, path)
+    if entry is not None and not isinstance(entry, str | CardRef | WorkflowRef):
+        build_card(entry, source, path, ctx)
 
 
 def _stand_in(data: Any, path: Path_, failed: _Entry) -> _Entry:
