@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
@@ -152,6 +152,8 @@ class Swarm:
             for item in edges:
                 self._add_explicit(item, problems)
             self.declared_edges = self.edges[implied:]
+            if self.build_type is GraphBuildType.WORKFLOW:
+                self._through_critics()
             self._validate(problems)
         if problems:
             raise DefinitionError(
@@ -202,15 +204,7 @@ class Swarm:
                 judged = self._ref(node.judged_name, f"critic {node.name!r} judges", problems)
                 if judged is not None:
                     placed = any(node.name in (e.source, e.target) for e in self.edges)
-                    if not placed:  # splice it in: judged -> critic -> judged's old successors
-                        moved = [e for e in self.edges if e.source == judged and e.kind == "flow"]
-                        self.edges = [e for e in self.edges if e not in moved]
-                        self.edges += [
-                            Edge(source=node.name, target=e.target, condition=e.condition)
-                            for e in moved
-                        ]
-                        for targets in self.joins.values():
-                            targets[:] = [node.name if t == judged else t for t in targets]
+                    if not placed:  # judged -> critic; _through_critics moves the rest
                         self.edges.append(Edge(source=judged, target=node.name))
                     self.edges.append(
                         Edge(
@@ -220,6 +214,28 @@ class Swarm:
                             max_rounds=node.max_rounds,
                         )
                     )
+
+    def _through_critics(self) -> None:
+        """Every flow or loop edge out of a judged node leaves through its critic's pass route
+        (the critic stands in front of the node's branches, conditional or not), so nothing
+        after the node runs on an answer the critic has not passed."""
+        for critic in [n for n in self.nodes.values() if isinstance(n, Critic)]:
+            judged = critic.judged_name
+            if not self._has_edge(judged, critic.name):
+                continue
+            moved = [
+                e
+                for e in self.edges
+                if e.source == judged and e.kind in ("flow", "loop") and e.target != critic.name
+            ]
+            kept = [e for e in self.edges if e not in moved]
+            self.edges = kept + [
+                replace(e, source=critic.name)
+                for e in moved
+                if replace(e, source=critic.name) not in kept
+            ]
+            for targets in self.joins.values():
+                targets[:] = [critic.name if t == judged else t for t in targets]
 
     def _chain(self, item: Any, problems: list[str]) -> tuple[list[str], list[str]]:
         """Wire ``item``; return its entry and exit node names."""

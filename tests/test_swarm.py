@@ -347,3 +347,26 @@ def test_a_nested_swarm_in_a_handoff_swarm_says_why_and_what_to_use() -> None:
     assert "a nested swarm cannot take a turn in it" in text
     assert "TeamSwarm or HybridSwarm" in text
     TeamSwarm(triage, inner, root_agent=triage)  # what it says to use instead works
+
+
+def _judged_with_a_branch() -> tuple[Swarm, Agent]:
+    """s is judged by crit, which rejects the first draft; s has a conditional edge to p."""
+    s = Agent(name="s", model=ScriptedModel(["draft 1", "draft 2"]))
+    p = Agent(name="p", model=FunctionModel(lambda m, t: "published"))
+    verdicts = iter([(0.0, "again"), (1.0, "good")])
+    crit = Critic(name="crit", judges=s, threshold=0.5, scorer=lambda a, st: next(verdicts))
+    return Swarm(s, crit, p, topology=[s], edges=[edge(s, p, "len(answer) > 0")]), p
+
+
+async def test_a_judged_nodes_conditional_edge_leaves_through_its_critic(saver: Any) -> None:
+    swarm, p = _judged_with_a_branch()
+    response = await Runners.run("x", swarm=swarm, checkpointer=saver)
+    assert order(response) == ["s", "crit", "s", "crit", "p"]
+    (call,) = p.model.calls  # type: ignore[union-attr]  # p ran once, on the passed draft
+    assert "[s]\ndraft 2" in call.messages[-1]["content"]
+    assert {(e.source, e.target, e.kind) for e in swarm.edges} == {
+        ("s", "crit", "flow"),
+        ("crit", "s", "critic"),
+        ("crit", "p", "flow"),
+    }
+    assert [(e.source, e.target) for e in swarm.declared_edges] == [("s", "p")]  # as written

@@ -141,3 +141,17 @@ def test_cards_carry_the_node_card_version_from_the_swarm_info() -> None:
     cards = {n.name: n.card for n in view_of(swarm).nodes}
     assert cards["a"]["version"] == 3 and cards["a"]["card"] == "nodes/a.yaml"
     assert "version" not in cards["b"] and cards["a"]["system_prompt"]
+
+
+def test_a_critic_is_drawn_in_front_of_its_judged_nodes_branches() -> None:
+    from aworld_graph import Agent, Critic, edge
+
+    s, p = Agent(name="s"), Agent(name="p")
+    crit = Critic(name="crit", judges=s, scorer=lambda a, st: 1.0)
+    swarm = Swarm(s, crit, p, topology=[s], edges=[edge(s, p, "len(answer) > 0")])
+    drawn = {(e.source, e.target, e.kind) for e in view_of(swarm).edges}
+    assert ("n_s", "n_crit", "flow") in drawn and ("n_crit", "n_p", "flow") in drawn
+    assert not any(src == "n_s" and dst == "n_p" for src, dst, _ in drawn)
+    text = to_mermaid(swarm)
+    assert 'n_crit -->|"len(answer) #gt; 0"| n_p' in text, text
+    assert "n_s -->" not in text.replace("n_s --> n_crit", "")
