@@ -20,11 +20,11 @@ CLI = [sys.executable, "-c", "from aworld_graph.cli import main; main()"]
 pytestmark = pytest.mark.slow
 
 
-def _env(tmp_path: Path, name: str, **extra: str) -> dict[str, str]:
+def _env(tmp_path: Path, name: str, db: str | None = None, **extra: str) -> dict[str, str]:
     env = {
         **os.environ,
         "STEP_LOG": str(tmp_path / f"{name}.log"),
-        "AWORLD_GRAPH_DB": str(tmp_path / f"{name}.db"),
+        "AWORLD_GRAPH_DB": db or str(tmp_path / f"{name}.db"),
         **extra,
     }
     env.pop("KILL_AT", None)
@@ -77,13 +77,19 @@ def _kill_when(args: list[str], env: dict[str, str], ready: Callable[[], bool], 
     assert proc.returncode == -signal.SIGKILL
 
 
-def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_sigkill_then_resume_matches_an_uninterrupted_run(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    db = None
+    if backend == "postgres":  # the same run, its store a real PostgreSQL database
+        db = str(request.getfixturevalue("postgres_server").create_database("crash_resume"))
     run = ["run", "tests.procs.killable:swarm", "--input", "go", "--task-id", "t1"]
     expected = _cli(run, _env(tmp_path, "clean"))
     assert expected["answer"] == "report: logged 3 steps"
 
     marker = tmp_path / "marker"
-    env = _env(tmp_path, "crash", KILL_AT="3", KILL_MARKER=str(marker))
+    env = _env(tmp_path, "crash", db, KILL_AT="3", KILL_MARKER=str(marker))
     _kill_when(run, env, marker.exists, "the model never reached its third reply")
     assert (tmp_path / "crash.log").read_text().split() == ["1", "2"]
 

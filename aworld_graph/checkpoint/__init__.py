@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .._secrets import strip_secrets
 from ._db import Durability, is_url
 from ._inspect import ThreadSummary, TransitionRow
-from ._secrets import strip_secrets
 from ._serde import StrictSerializer
 from .saver import TrajectorySaver
 

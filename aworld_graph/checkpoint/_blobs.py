@@ -22,7 +22,7 @@ __all__ = [
     "FULL",
     "DELTA",
     "BaseInfo",
-    "BlobRow",
+    "Row",
     "encode_channel",
     "split_array",
     "array_header",
@@ -48,30 +48,10 @@ class BaseInfo:
     """Delta rows between this version and the nearest full value (0 for a full value)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BlobRow:
-    """One row of ``checkpoint_blobs`` for one channel version."""
-
-    channel: str
-    """Channel name."""
-    version: str
-    """Channel version, as text."""
-    kind: int
-    """:data:`EMPTY`, :data:`FULL` or :data:`DELTA`."""
-    type: str | None
-    """Serializer type tag (``msgpack``, ``null``, ``bytes``…)."""
-    value: bytes | None
-    """Serialized value, or for a delta the appended items as a msgpack array."""
-    base_version: str | None = None
-    """For a delta, the version it extends."""
-    items: int | None = None
-    """For a list, its total number of items at this version."""
-    nbytes: int | None = None
-    """For a list, the length of its serialized items (without the array header)."""
-    digest: bytes | None = None
-    """For a list, BLAKE2b-128 digest of its serialized items."""
-    depth: int = 0
-    """Delta rows back to the nearest full value."""
+Row = tuple[int, str | None, bytes | None, str | None, int | None, int | None, bytes | None, int]
+"""A ``checkpoint_blobs`` row's value columns: ``(kind, type, value, base_version, items,
+nbytes, digest, depth)``: a list's total items, the length and BLAKE2b-128 digest of its
+serialized items, and the delta rows back to the nearest full value."""
 
 
 def _digest(*parts: bytes | memoryview) -> bytes:
@@ -105,50 +85,24 @@ def array_header(count: int) -> bytes:
 
 
 def encode_channel(
-    channel: str,
-    version: str,
-    value: Any,
-    typed: tuple[str, bytes],
-    base: BaseInfo | None,
-    snapshot_every: int,
-) -> tuple[BlobRow, list[Any] | None]:
-    """The row to store for ``value`` (already serialized as ``typed``).
-
-    Returns the row and, when ``value`` is a list that extends ``base``, the appended items
-    (used for the trajectory); ``None`` when the value is not an append.
-    """
+    value: Any, typed: tuple[str, bytes], base: BaseInfo | None, snapshot_every: int
+) -> tuple[Row, list[Any] | None]:
+    """The row to store for ``value`` (already serialized as ``typed``), and when ``value``
+    is a list that extends ``base``, the appended items (``None`` when it is not an append)."""
     type_, data = typed
-    if type_ != "msgpack" or not isinstance(value, list):
-        return BlobRow(channel, version, FULL, type_, data), None
-    header = split_array(data)
+    header = split_array(data) if type_ == "msgpack" and isinstance(value, list) else None
     if header is None:
-        return BlobRow(channel, version, FULL, type_, data), None
+        return (FULL, type_, data, None, None, None, None, 0), None
     count, hlen = header
     body = memoryview(data)[hlen:]
-    appended: list[Any] | None = None
     if base is not None and base.items <= count and base.nbytes <= len(body):
         prefix = hashlib.blake2b(body[: base.nbytes], digest_size=16)
         if prefix.digest() == base.digest:
-            appended = value[base.items :]
             prefix.update(body[base.nbytes :])
-            digest = prefix.digest()
+            digest, appended = prefix.digest(), value[base.items :]
             if base.depth + 1 < snapshot_every:
                 delta = array_header(count - base.items) + bytes(body[base.nbytes :])
-                row = BlobRow(
-                    channel,
-                    version,
-                    DELTA,
-                    type_,
-                    delta,
-                    base.version,
-                    count,
-                    len(body),
-                    digest,
-                    base.depth + 1,
-                )
+                row = (DELTA, type_, delta, base.version, count, len(body), digest, base.depth + 1)
                 return row, appended
-            return BlobRow(
-                channel, version, FULL, type_, data, None, count, len(body), digest
-            ), appended
-    row = BlobRow(channel, version, FULL, type_, data, None, count, len(body), _digest(body))
-    return row, appended
+            return (FULL, type_, data, None, count, len(body), digest, 0), appended
+    return (FULL, type_, data, None, count, len(body), _digest(body), 0), None

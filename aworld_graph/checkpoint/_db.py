@@ -17,15 +17,14 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from ..errors import ConfigError, RuntimeFailure
 
 __all__ = [
-    "Database",
     "Durability",
     "SqliteDatabase",
     "PostgresDatabase",
@@ -49,53 +48,28 @@ def is_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(_POSTGRES_SCHEMES)
 
 
-class Tx(Protocol):
-    """A connection inside a transaction (or a read snapshot)."""
+class Tx:
+    """A connection inside a transaction (or a read snapshot): ``all`` / ``one`` / ``run``
+    (row count) / ``many``, with ``?`` placeholders on both back ends."""
 
-    dialect: Literal["sqlite", "postgres"]
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None: ...
-
-    def run(self, sql: str, params: Sequence[Any] = ()) -> int: ...
-
-    def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
-
-
-class Database(Protocol):
-    """One store: connections, transactions, and how to name it in messages."""
-
-    dialect: Literal["sqlite", "postgres"]
-    label: str
-    """The file path, or the URL without its password."""
-
-    def read(self) -> AbstractContextManager[Tx]: ...
-
-    def write(self) -> AbstractContextManager[Tx]: ...
-
-    def autocommit(self) -> AbstractContextManager[Tx]: ...
-
-    def close(self) -> None: ...
-
-
-class _SqliteTx:
-    dialect: Literal["sqlite"] = "sqlite"
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    def __init__(self, dialect: Literal["sqlite", "postgres"], cursor: Any) -> None:
+        self.dialect = dialect
+        self._cursor = cursor  # a sqlite3 connection or a psycopg cursor: both execute()
+        self._sql: Any = str if dialect == "sqlite" else _pg
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self.conn.execute(sql, params).fetchall()
+        return self._cursor.execute(self._sql(sql), params).fetchall()  # type: ignore[no-any-return]
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        return self.conn.execute(sql, params).fetchone()  # type: ignore[no-any-return]
+        return self._cursor.execute(self._sql(sql), params).fetchone()  # type: ignore[no-any-return]
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return self.conn.execute(sql, params).rowcount
+        return int(self._cursor.execute(self._sql(sql), params).rowcount)
 
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        self.conn.executemany(sql, rows)
+        rows = list(rows)
+        if rows:
+            self._cursor.executemany(self._sql(sql), rows)
 
 
 class SqliteDatabase:
@@ -151,7 +125,7 @@ class SqliteDatabase:
         with self._connection() as conn, _sqlite_errors(self.path):
             conn.execute("BEGIN")
             try:
-                yield _SqliteTx(conn)
+                yield Tx("sqlite", conn)
             finally:
                 if conn.in_transaction:
                     conn.execute("COMMIT")
@@ -161,14 +135,14 @@ class SqliteDatabase:
         """A write transaction, committed when the block ends, rolled back if it raises."""
         with self._lock, self._connection() as conn, _sqlite_errors(self.path):
             conn.execute("BEGIN IMMEDIATE")
-            yield _SqliteTx(conn)
+            yield Tx("sqlite", conn)
             conn.execute("COMMIT")
 
     @contextmanager
     def autocommit(self) -> Iterator[Tx]:
         """A connection outside any transaction (``VACUUM``)."""
         with self._lock, self._connection() as conn, _sqlite_errors(self.path):
-            yield _SqliteTx(conn)
+            yield Tx("sqlite", conn)
 
     def close(self) -> None:
         while True:
@@ -204,30 +178,6 @@ def _sqlite_errors(path: Path) -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         raise sqlite_error(path, exc) from exc
-
-
-class _PostgresTx:
-    dialect: Literal["postgres"] = "postgres"
-
-    def __init__(self, conn: Any) -> None:
-        self.cur = conn.cursor()
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        self.cur.execute(_pg(sql), params)
-        return self.cur.fetchall()  # type: ignore[no-any-return]
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        self.cur.execute(_pg(sql), params)
-        return self.cur.fetchone()  # type: ignore[no-any-return]
-
-    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        self.cur.execute(_pg(sql), params)
-        return int(self.cur.rowcount)
-
-    def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        rows = list(rows)
-        if rows:
-            self.cur.executemany(_pg(sql), rows)
 
 
 @lru_cache(maxsize=512)
@@ -290,19 +240,19 @@ class PostgresDatabase:
     def read(self) -> Iterator[Tx]:
         with self._errors(), self._pool.connection() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield _PostgresTx(conn)
+            yield Tx("postgres", conn.cursor())
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
         with self._errors(), self._pool.connection() as conn, conn.transaction():
-            yield _PostgresTx(conn)
+            yield Tx("postgres", conn.cursor())
 
     @contextmanager
     def autocommit(self) -> Iterator[Tx]:
         with self._errors(), self._pool.connection() as conn:
             conn.autocommit = True
             try:
-                yield _PostgresTx(conn)
+                yield Tx("postgres", conn.cursor())
             finally:
                 conn.autocommit = False
 

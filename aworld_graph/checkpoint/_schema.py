@@ -62,78 +62,48 @@ TRAJECTORY_COLUMNS = (
 )
 """Columns of the ``trajectory`` view, in order."""
 
-_KEY = ("thread_id", "checkpoint_ns")
-# (name, sqlite type, postgres type); the primary key columns come first
-_TABLES: dict[str, tuple[tuple[tuple[str, str, str], ...], tuple[str, ...]]] = {
+_KEY = "thread_id TEXT, checkpoint_ns TEXT, "
+# columns as "name TYPE, ..." (TYPE: TEXT, INT, REAL, BLOB, JSON), and the primary key
+_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "checkpoints": (
-        (
-            ("thread_id", "TEXT", "text"),
-            ("checkpoint_ns", "TEXT", "text"),
-            ("checkpoint_id", "TEXT", "text"),
-            ("parent_checkpoint_id", "TEXT", "text"),
-            ("run_id", "TEXT", "text"),
-            ("step", "INTEGER", "bigint"),
-            ("source", "TEXT", "text"),
-            ("created_at", "TEXT", "text"),
-            ("checkpoint", "BLOB", "bytea"),
-            ("metadata", "TEXT", "jsonb"),
-            ("nodes", "TEXT", "jsonb"),
-            ("duration_ms", "FLOAT", "double precision"),
-            ("changes", "TEXT", "jsonb"),
-            ("llm_usage", "TEXT", "jsonb"),
-            ("tool_names", "TEXT", "jsonb"),
-            ("reward", "FLOAT", "double precision"),
-        ),
-        (*_KEY, "checkpoint_id"),
+        _KEY + "checkpoint_id TEXT, parent_checkpoint_id TEXT, run_id TEXT, step INT, "
+        "source TEXT, created_at TEXT, checkpoint BLOB, metadata JSON, nodes JSON, "
+        "duration_ms REAL, changes JSON, llm_usage JSON, tool_names JSON, reward REAL",
+        ("thread_id", "checkpoint_ns", "checkpoint_id"),
     ),
     "checkpoint_blobs": (
-        (
-            ("thread_id", "TEXT", "text"),
-            ("checkpoint_ns", "TEXT", "text"),
-            ("channel", "TEXT", "text"),
-            ("version", "TEXT", "text"),
-            ("kind", "INTEGER", "integer"),
-            ("type", "TEXT", "text"),
-            ("value", "BLOB", "bytea"),
-            ("base_version", "TEXT", "text"),
-            ("items", "INTEGER", "bigint"),
-            ("nbytes", "INTEGER", "bigint"),
-            ("digest", "BLOB", "bytea"),
-            ("depth", "INTEGER", "integer"),
-        ),
+        _KEY + "channel TEXT, version TEXT, kind INT, type TEXT, value BLOB, "
+        "base_version TEXT, items INT, nbytes INT, digest BLOB, depth INT",
         # version before channel: the rows of one step sit side by side
-        (*_KEY, "version", "channel"),
+        ("thread_id", "checkpoint_ns", "version", "channel"),
     ),
     "checkpoint_writes": (
-        (
-            ("thread_id", "TEXT", "text"),
-            ("checkpoint_ns", "TEXT", "text"),
-            ("checkpoint_id", "TEXT", "text"),
-            ("task_id", "TEXT", "text"),
-            ("idx", "INTEGER", "integer"),
-            ("channel", "TEXT", "text"),
-            ("type", "TEXT", "text"),
-            ("value", "BLOB", "bytea"),
-            ("task_path", "TEXT", "text"),
-            ("node", "TEXT", "text"),
-            ("error", "TEXT", "text"),
-            ("created_at", "TEXT", "text"),
-        ),
-        (*_KEY, "checkpoint_id", "task_id", "idx"),
+        _KEY + "checkpoint_id TEXT, task_id TEXT, idx INT, channel TEXT, type TEXT, "
+        "value BLOB, task_path TEXT, node TEXT, error TEXT, created_at TEXT",
+        ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
     ),
     "checkpoint_leases": (
-        (
-            ("thread_id", "TEXT", "text"),
-            ("holder", "TEXT", "text"),
-            ("host", "TEXT", "text"),
-            ("pid", "INTEGER", "bigint"),
-            ("expires_at", "FLOAT", "double precision"),
-        ),
+        "thread_id TEXT, holder TEXT, host TEXT, pid INT, expires_at REAL",
         ("thread_id",),
     ),
 }
+_TYPES = {
+    "sqlite": {"TEXT": "TEXT", "INT": "INTEGER", "REAL": "FLOAT", "BLOB": "BLOB", "JSON": "TEXT"},
+    "postgres": {
+        "TEXT": "text",
+        "INT": "bigint",
+        "REAL": "double precision",
+        "BLOB": "bytea",
+        "JSON": "jsonb",
+    },
+}
 
-JSON_COLUMNS = frozenset({"metadata", "nodes", "changes", "llm_usage", "tool_names"})
+
+def _columns(table: str) -> list[tuple[str, str]]:
+    return [tuple(c.split()) for c in _TABLES[table][0].split(", ")]  # type: ignore[misc]
+
+
+JSON_COLUMNS = frozenset(n for t in _TABLES for n, kind in _columns(t) if kind == "JSON")
 """Columns that are ``jsonb`` on PostgreSQL (values are bound as JSON text)."""
 
 
@@ -144,22 +114,20 @@ def primary_key(table: str) -> tuple[str, ...]:
 
 def columns(table: str) -> list[str]:
     """The column names of ``table``, in order."""
-    return [name for name, _, _ in _TABLES[table][0]]
+    return [name for name, _ in _columns(table)]
 
 
 def _table_sql(tx: Tx, table: str) -> str:
-    cols, pk = _TABLES[table]
-    sqlite = tx.dialect == "sqlite"
-    parts = []
-    for name, lite, pg in cols:
-        not_null = " NOT NULL" if name in pk else ""
-        default = " DEFAULT ''" if name == "checkpoint_ns" else ""
-        parts.append(f"{name} {lite if sqlite else pg}{not_null}{default}")
-    tail = " WITHOUT ROWID" if sqlite else ""
-    return (
-        f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(parts)}, "
-        f"PRIMARY KEY ({', '.join(pk)})){tail}"
-    )
+    pk = _TABLES[table][1]
+    types = _TYPES[tx.dialect]
+    parts = [
+        f"{name} {types[kind]}"
+        + (" NOT NULL" if name in pk else "")
+        + (" DEFAULT ''" if name == "checkpoint_ns" else "")
+        for name, kind in _columns(table)
+    ]
+    tail = " WITHOUT ROWID" if tx.dialect == "sqlite" else ""
+    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(parts)}, PRIMARY KEY ({', '.join(pk)})){tail}"
 
 
 def _view_sql(tx: Tx) -> str:

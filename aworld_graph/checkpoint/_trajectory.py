@@ -19,33 +19,24 @@ truncated); ``llm_usage`` — JSON ``{"calls", "prompt_tokens", "completion_toke
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from ._secrets import may_hold_secrets, strip_secrets
+import orjson
 
-try:  # orjson ships with langsmith (a LangGraph dependency); json is the fallback
-    import orjson
+from .._secrets import may_hold_secrets, strip_secrets
 
-    def _dumps(value: Any) -> str:
-        return orjson.dumps(value).decode()
 
-    def _fast(value: Any) -> bytes | None:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None  # orjson writes null; the slow path keeps "nan"/"inf"
-        return orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_DATACLASS)
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
-    _FAST: Any = _fast
 
-except ImportError:  # pragma: no cover
-
-    def _dumps(value: Any) -> str:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-    _FAST = None
+def _fast(value: Any) -> bytes | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # orjson writes null; the slow path keeps "nan"/"inf"
+    return orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_DATACLASS)
 
 
 __all__ = ["Transition", "transition_row", "node_from_task_path", "duration_ms", "error_text"]
@@ -178,13 +169,12 @@ def _int(value: Any) -> int:
 
 
 def _channel_json(value: Any) -> str:
-    if _FAST is not None:  # short plain JSON without secrets: nothing to shorten or strip
-        try:
-            raw = _FAST(value)
-        except TypeError:
-            raw = None
-        if raw is not None and len(raw) <= MAX_STRING and not may_hold_secrets(raw):
-            return raw.decode()
+    try:  # short plain JSON without secrets: nothing to shorten or strip
+        raw = _fast(value)
+    except TypeError:
+        raw = None
+    if raw is not None and len(raw) <= MAX_STRING and not may_hold_secrets(raw):
+        return raw.decode()
     text = _dumps(strip_secrets(_plain(value, 0)))
     if len(text) <= MAX_CHANNEL_JSON:
         return text

@@ -32,11 +32,11 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from .._secrets import may_hold_secrets, strip_secrets
 from ._blobs import BaseInfo, encode_channel
 from ._db import Tx
 from ._legacy import is_delta, resolve
 from ._schema import JSON_COLUMNS, columns, primary_key
-from ._secrets import may_hold_secrets, strip_secrets
 from ._trajectory import Transition, duration_ms, error_text, node_from_task_path, transition_row
 
 __all__ = [
@@ -179,18 +179,15 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Callable[[bytes], Any], snapshot_e
     appended: dict[str, list[Any]] = {}
     for ch, version, value, typed in rec.values:
         base = bases.get((ch, before[ch])) if before.get(ch, version) != version else None
-        row, added = encode_channel(ch, version, value, typed, base, snapshot_every)
-        blob_rows.append(
-            (*key, ch, version, row.kind, row.type, row.value, row.base_version, row.items,
-             row.nbytes, row.digest, row.depth)
-        )  # fmt: skip
+        row, added = encode_channel(value, typed, base, snapshot_every)
+        blob_rows.append((*key, ch, version, *row))
         if added is None and isinstance(value, list) and (parent is None or ch not in before):
             added = value  # a list channel's first value: every item is new
         if added is None:
             changed[ch] = value
         else:
             appended[ch] = added
-    nodes = nodes_at(tx, *key, rec.parent_id) if rec.parent_id else []
+    nodes = nodes_at(tx, unpack, *key, rec.parent_id) if rec.parent_id else []
     derived = transition_row(Transition(nodes=nodes, changed=changed, appended=appended))
     tx.many(upsert_sql(tx, "checkpoint_blobs"), blob_rows)
     tx.run(
@@ -224,14 +221,29 @@ def _bases(
     }
 
 
-def nodes_at(tx: Tx, thread_id: str, ns: str, checkpoint_id: str) -> list[str]:
-    """The nodes whose tasks wrote at a checkpoint, in LangGraph's task order."""
+def nodes_at(
+    tx: Tx, unpack: Callable[[bytes], Any], thread_id: str, ns: str, checkpoint_id: str
+) -> list[str]:
+    """The nodes whose tasks wrote at a checkpoint, in LangGraph's task order. A ``Send``
+    task's writes saved before their checkpoint itself (LangGraph's background saves) get
+    their node named here."""
+    key = (thread_id, ns, checkpoint_id)
     rows = tx.all(
-        "SELECT node FROM checkpoint_writes WHERE thread_id = ? AND checkpoint_ns = ? AND "
-        "checkpoint_id = ? AND node IS NOT NULL ORDER BY task_path, task_id, idx",
-        (thread_id, ns, checkpoint_id),
+        "SELECT node, task_path FROM checkpoint_writes WHERE thread_id = ? AND "
+        "checkpoint_ns = ? AND checkpoint_id = ? ORDER BY task_path, task_id, idx",
+        key,
     )
-    return list(dict.fromkeys(r[0] for r in rows))
+    names: list[str] = []
+    for node, path in rows:
+        if node is None and (node := _pushed_node(tx, unpack, key, path or "")) is not None:
+            tx.run(
+                "UPDATE checkpoint_writes SET node = ? WHERE thread_id = ? AND checkpoint_ns = ? "
+                "AND checkpoint_id = ? AND task_path = ?",
+                (node, *key, path),
+            )
+        if node is not None and node not in names:
+            names.append(node)
+    return names
 
 
 def store_writes(tx: Tx, rec: WritesRecord, unpack: Callable[[bytes], Any]) -> None:

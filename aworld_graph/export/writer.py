@@ -19,8 +19,8 @@ from typing import IO, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from .._secrets import is_secret_key
 from ..checkpoint import strip_secrets
-from ..checkpoint._secrets import is_secret_key
 from ..errors import ConfigError
 from .formats import FORMATS, dedup_key
 from .runs import Run, RunFilter, list_threads, load_run, open_saver

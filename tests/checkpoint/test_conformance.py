@@ -25,7 +25,25 @@ async def test_conformance(capability: str, tmp_path: Path) -> None:
         async with TrajectorySaver(tmp_path / f"conf-{next(counter)}.db") as saver:
             yield saver
 
-    report = await validate(factory, capabilities={capability})
+    await _passes(factory, capability)
+
+
+@pytest.mark.parametrize("capability", sorted(c.value for c in Capability))
+async def test_conformance_on_postgres(capability: str, pg_url: str) -> None:
+    """The same suite on a real PostgreSQL database (one per module; the suite's threads
+    are unique per test)."""
+
+    @checkpointer_test(name="TrajectorySaver-postgres")
+    async def factory() -> AsyncIterator[TrajectorySaver]:
+        async with TrajectorySaver(pg_url) as saver:
+            yield saver
+
+    await _passes(factory, capability)
+
+
+async def _passes(factory: object, capability: str) -> None:
+
+    report = await validate(factory, capabilities={capability})  # type: ignore[arg-type]
     result = report.results[capability]
     assert result.detected, f"{capability} not detected as implemented"
     assert result.passed, "\n".join(result.failures)

@@ -84,3 +84,53 @@ def test_damaged_pages(tmp_path: Path) -> None:
 def test_directory_instead_of_file(tmp_path: Path) -> None:
     with pytest.raises((ConfigError, RuntimeFailure), match=str(tmp_path)):
         TrajectorySaver(tmp_path).get_tuple(CONFIG)
+
+
+def _store_put(path: Path) -> None:
+    from langgraph.store.sqlite import SqliteStore
+
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    store = SqliteStore(conn)
+    store.setup()
+    store.put(("users",), "ada", {"name": "Ada"})
+    assert store.get(("users",), "ada").value == {"name": "Ada"}  # type: ignore[union-attr]
+    conn.close()
+
+
+def _saver_put(path: Path, turns: int) -> None:
+    with TrajectorySaver(path) as saver:
+        ask(chat_graph(saver), "t", "hi")
+        assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 3 * turns
+
+
+def test_langgraph_sqlite_store_shares_the_file_in_either_order(tmp_path: Path) -> None:
+    store_first, saver_first = tmp_path / "store-first.db", tmp_path / "saver-first.db"
+    _store_put(store_first)
+    _saver_put(store_first, 1)
+    _saver_put(saver_first, 1)
+    _store_put(saver_first)
+    for path in (store_first, saver_first):  # each goes on using what the other wrote
+        _store_put(path)
+        _saver_put(path, 2)
+
+
+def test_a_postgres_url_without_the_extra_names_the_extra(tmp_path: Path) -> None:
+    """psycopg missing (blocked in a child process): one clear error, never a SQLite file
+    named like the URL."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None\n"
+        "from aworld_graph.checkpoint import TrajectorySaver\n"
+        "from aworld_graph.errors import ConfigError\n"
+        "try:\n"
+        "    TrajectorySaver('postgresql://me@127.0.0.1:1/db')\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert "pip install 'aworld-graph[postgres]'" in done.stdout, done.stderr
+    assert not any(tmp_path.iterdir())

@@ -83,3 +83,35 @@ async def test_async_app_with_subgraph_namespaces(db_path: Path) -> None:
         assert {t.thread_id for t in saver.threads()} == {"a"}
         nodes = [n for row in saver.transitions("a") for n in row.nodes]
         assert {"draft", "review", "sub"} <= set(nodes)
+
+
+class MapState(TypedDict):
+    items: list[int]
+    out: Annotated[list[int], operator.add]
+
+
+def test_send_tasks_name_their_nodes_in_the_trajectory(db_path: Path) -> None:
+    """A map step of ``Send`` tasks names its node like any other step (the task path of a
+    Send task holds only its index into the checkpoint's ``__pregel_tasks``)."""
+    g = StateGraph(MapState)
+    g.add_node("plan", lambda s: {})
+    g.add_node("work", lambda s: {"out": [s["items"][0] * 2]})
+    g.add_edge(START, "plan")
+    g.add_conditional_edges(
+        "plan", lambda s: [Send("work", {"items": [i], "out": []}) for i in s["items"]], ["work"]
+    )
+    g.add_edge("work", END)
+    for durability in ("sync", "async"):
+        with TrajectorySaver(db_path) as saver:
+            app = g.compile(checkpointer=saver)
+            thread = f"map-{durability}"
+            config = {"configurable": {"thread_id": thread}}
+            assert app.invoke({"items": [1, 2, 3], "out": []}, config, durability=durability)[
+                "out"
+            ] == [2, 4, 6]
+            assert [r.nodes for r in saver.transitions(thread)] == [
+                [],
+                ["__start__"],
+                ["plan"],
+                ["work"],
+            ]
