@@ -16,7 +16,10 @@ from ..errors import AWorldGraphError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DB_HELP = "Checkpoint database (default: $AWORLD_GRAPH_DB or checkpoints/aworld.db)."
+DB_HELP = (
+    "Checkpoint store: a SQLite file or a postgresql:// URL (default: $AWORLD_GRAPH_DB or "
+    "checkpoints/aworld.db)."
+)
 
 
 def db_option(help: str = DB_HELP) -> Callable[[F], F]:

@@ -321,3 +321,23 @@ def test_runners_answer_a_busy_thread_with_a_failed_response(target: str) -> Non
         done = Runners.sync_run(input="hi", agent=agent, task_id="job-1", checkpointer=saver)
         assert done.success and done.answer == "hello"
     other.close()
+
+
+def test_the_cli_reads_and_prunes_either_store(target: str) -> None:
+    from click.testing import CliRunner
+
+    from aworld_graph.cli import main
+
+    with TrajectorySaver(target) as saver:
+        app = chat_graph(saver)
+        for turn in range(3):
+            ask(app, "cli-thread", f"q{turn}")
+    runner = CliRunner()
+    threads = runner.invoke(main, ["threads", "--db", target])
+    assert threads.exit_code == 0 and "cli-thread" in threads.output, threads.output
+    history = runner.invoke(main, ["history", "cli-thread", "--db", target])
+    assert history.exit_code == 0 and "reply" in history.output, history.output
+    pruned = runner.invoke(main, ["prune", "cli-thread", "--keep", "2", "--db", target])
+    assert pruned.exit_code == 0 and "deleted 7 checkpoints" in pruned.output, pruned.output
+    assert runner.invoke(main, ["vacuum", "--db", target]).exit_code == 0
+    assert runner.invoke(main, ["migrate", target]).output.strip().endswith("already at schema 3")
