@@ -133,3 +133,21 @@ def test_a_finished_tool_call_is_not_run_again_when_its_sibling_was_killed(
     env.pop("HANG_AT")
     assert _cli(["resume", "t2"], env) == expected
     assert (tmp_path / "crash.log").read_text().split() == ["1", "2"]
+
+
+def test_a_run_killed_in_its_first_model_call_can_be_found_and_resumed(tmp_path: Path) -> None:
+    """The run's input checkpoint is stored before its first node starts: a run SIGKILLed
+    inside its very first model call is in the store under its task id, and resumes."""
+    from aworld_graph.checkpoint import TrajectorySaver
+
+    run = ["run", "tests.procs.killable:swarm", "--input", "go", "--task-id", "t0"]
+    expected = _cli(run, _env(tmp_path, "clean"))
+    marker = tmp_path / "marker"
+    env = _env(tmp_path, "crash", KILL_AT="1", KILL_MARKER=str(marker))
+    _kill_when(run, env, marker.exists, "the model was never called")
+    assert not (tmp_path / "crash.log").exists()  # no tool ran
+    with TrajectorySaver(tmp_path / "crash.db") as saver:
+        stored = saver.get_tuple({"configurable": {"thread_id": "t0"}})
+        assert stored is not None and stored.checkpoint["channel_values"]["input"] == "go"
+    env.pop("KILL_AT")
+    assert _cli(["resume", "t0"], env) == expected
