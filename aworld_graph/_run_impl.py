@@ -271,7 +271,7 @@ async def _drive(
             **kept,
             **{k: v for k, v in config["metadata"].items() if v is not None},
         }
-    fresh = snapshot is None or not snapshot.values
+    fresh = snapshot is None or (not snapshot.values and not snapshot.next)
     payload: Any
     if resume is not None:
         payload = Command(resume=resume)
