@@ -26,7 +26,7 @@ from .graph import BuiltGraph, built
 from .task import Task, TaskResponse
 from .trajectory import build_trajectory, usage_of
 
-__all__ = ["close_graph", "drive", "open_graph", "run_config", "sub_run"]
+__all__ = ["close_graph", "drive", "open_graph", "respond", "resume_hint", "run_config", "sub_run"]
 
 EventSink = Callable[[dict[str, Any]], None]
 
@@ -65,6 +65,11 @@ def run_config(task: Task, graph: BuiltGraph) -> RunnableConfig:
         "recursion_limit": max_steps * 3 + 10,
         "metadata": meta,
     }
+
+
+def resume_hint(task_id: str) -> str:
+    """What a failed or cut-short run's message ends with: how to continue it."""
+    return f" (resume with Runners.resume({task_id!r}, ...) or `aworld-graph resume {task_id}`)"
 
 
 async def _checkpoint_chain(
@@ -150,7 +155,7 @@ async def respond(
         "interrupted": f"waiting for input: {interrupts[0]['value']!r}" if interrupts else None,
     }.get(status)
     if msg and status in ("error", "max_steps"):
-        msg += f" (resume with Runners.resume({task.id!r}, ...) or `aworld-graph resume {task.id}`)"
+        msg += resume_hint(task.id)
     steps_needed = {
         int(r.get("step", -1)) for r in values.get("trace") or [] if not r.get("thread_id")
     }
@@ -223,18 +228,23 @@ async def drive(
     one_step: bool = False,
     resume: Any = None,
     events: EventSink | None = None,
+    states: bool = False,
 ) -> tuple[TaskResponse, dict[str, Any]]:
     """Run ``task`` (one superstep if ``one_step``); returns the response and the last updates.
+
+    ``events`` receives the run's events; with ``states`` also ``{"event": "update",
+    "updates"}`` (what the nodes of a superstep wrote) and ``{"event": "state", "checkpoint"}``
+    (LangGraph's checkpoint event: ``values``, ``next``, ``config``, ``metadata``) per step.
 
     A saver that can (``TrajectorySaver.ahold``) lets this run alone write its thread; when
     another process or worker runs it now, the response says so (``success=False``) and
     nothing is written."""
     hold = getattr(checkpointer, "ahold", None)
     if hold is None:
-        return await _drive(task, graph, checkpointer, one_step, resume, events)
+        return await _drive(task, graph, checkpointer, one_step, resume, events, states)
     try:
         async with hold(task.id):
-            return await _drive(task, graph, checkpointer, one_step, resume, events)
+            return await _drive(task, graph, checkpointer, one_step, resume, events, states)
     except ThreadBusy as exc:
         if exc.thread_id != task.id:
             raise
@@ -251,6 +261,7 @@ async def _drive(
     one_step: bool,
     resume: Any,
     events: EventSink | None,
+    states: bool = False,
 ) -> tuple[TaskResponse, dict[str, Any]]:
     started = time.perf_counter()
     compiled = graph.compile(checkpointer)
@@ -307,13 +318,18 @@ async def _drive(
         ):
             if mode == "updates":  # a node's delta; a tool call's task result is not one
                 if isinstance(chunk, dict):
-                    updates.update({k: v for k, v in chunk.items() if k != TOOL_CALL_TASK})
+                    delta = {k: v for k, v in chunk.items() if k != TOOL_CALL_TASK}
+                    updates.update(delta)
+                    if states and events is not None and delta:
+                        events({"event": "update", "updates": delta})
             elif mode == "checkpoints":
                 last.clear()
                 last.update(chunk)
                 chain[int(chunk["metadata"].get("step", -1))] = chunk["config"]["configurable"][
                     "checkpoint_id"
                 ]
+                if states and events is not None:
+                    events({"event": "state", "checkpoint": chunk})
             elif events is not None:
                 _forward(mode, chunk, events)
 
