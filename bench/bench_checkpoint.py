@@ -1,86 +1,99 @@
-"""TrajectorySaver against langgraph-checkpoint-sqlite, same graphs, same process.
+"""TrajectorySaver against LangGraph's own savers, same graphs, same process, same server.
 
-    python bench/bench_checkpoint.py            # full sizes
+    python bench/bench_checkpoint.py            # full sizes (minutes)
     python bench/bench_checkpoint.py --quick    # seconds
 
-Rows: ``name``, ``ours``, ``peer``, ``ratio`` (ours / peer) and ``goal`` (the ratio to beat).
+Rows: ``name``, ``ours``, ``peer``, ``ratio`` (ours / peer) and ``goal`` (the bound on the
+ratio; ``-`` where a row is reported without one). The peers are
+``langgraph.checkpoint.sqlite`` (``SqliteSaver``, ``AsyncSqliteSaver``) on a SQLite file and
+``langgraph.checkpoint.postgres`` (``PostgresSaver``, ``AsyncPostgresSaver``) on the same
+throw-away PostgreSQL server as ours (``tests/postgres.py``; every saver has a database of
+its own). Without the server programs, psycopg or langgraph-checkpoint-postgres, the
+PostgreSQL rows say why and are skipped.
 
-* db size: file size (WAL checkpointed) after a long chat thread.
-* per-step cost: what the saver adds per step of a 100-node chain — wall time with the saver
-  minus wall time with a saver that stores nothing (so LangGraph's own checkpointing work,
-  the same for every saver, is not counted). LangGraph saves from background threads while
-  the next step runs, so this includes what the saver's work costs the graph's thread.
-  Measured at LangGraph's default ``durability="async"`` (the goals), and reported without a
-  goal at ``durability="sync"``, where LangGraph waits for every save before the next step.
-* replayed saver calls (reported, no goal): the put/put_writes calls of that chain, recorded
-  once and replayed in one thread — the savers' own cost, without a graph sharing the GIL.
-* list(): iterate every checkpoint of one long thread; and iterate it reading each tuple's
-  values, metadata and pending writes (ours decodes a page of tuples on first use, so the
-  first row is what a history walk for ids and configs costs, the second a full read).
+* per-step cost: what checkpointing adds per step of a 100-node chain — wall time with the
+  saver minus wall time with no checkpointer, over the steps. Through ``invoke`` (sync
+  savers) and ``ainvoke`` (async savers), at both LangGraph durabilities (``async``: saves
+  run beside the next step; ``sync``: each save is waited for), for our ``normal`` and
+  ``full`` durability against the peer as it comes.
+* history: one long thread read whole, ``graph.get_state_history()`` and ``saver.list()``,
+  using every state (each checkpoint's values, metadata and pending writes).
 * get_tuple(latest): the long thread against a 10-checkpoint thread in the same file ("peer"
-  is the short thread here: the goal is the same speed).
-* concurrent runs: wall time of N concurrent runs with a 50 ms "LLM call", checkpoints on
-  vs no checkpointer.
+  is the short thread here: the goal is about the same speed).
+* stored bytes of a long chat thread: the SQLite file (WAL checkpointed), or the saver's
+  tables (``pg_total_relation_size``: heap, indexes, TOAST). The same sentences every turn,
+  and words drawn at random from a fixed vocabulary ("varied text"): PostgreSQL compresses
+  large values, and repeated sentences compress far better than prose.
+* concurrent runs: wall time of N concurrent runs whose first node awaits a 50 ms "LLM call",
+  with checkpoints against no checkpointer.
 
-Times are the best of ``Sizes.repeats`` runs, taken in turn (ours, peer, ours, …); the chain
-is timed one run at a time per saver, in turn, ``chain_runs × repeats`` runs each.
+Times are the best of several runs, savers timed in turn (ours, peer, ours, …), one run at
+a time: this box drifts by tens of percent over a minute, so side by side compares better
+than blocks of runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import operator
 import os
+import random
 import sqlite3
+import sys
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from aworld_graph.checkpoint import TrajectorySaver
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _postgres_peer  # noqa: E402
+
+from aworld_graph.checkpoint import TrajectorySaver  # noqa: E402
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Sizes:
     """Workload sizes."""
 
     turns: int = 200
-    """Turns of the message thread (a)."""
+    """Turns of the chat thread whose stored bytes are compared."""
     chain: int = 100
-    """Nodes of the chain graph (b)."""
-    chain_runs: int = 5
-    """Runs of the chain graph per saver and repeat (b)."""
-    history: int = 10_000
-    """Checkpoints of the history thread (c)."""
+    """Nodes of the chain graph of the per-step rows."""
+    chain_runs: int = 20
+    """Runs of the chain per saver and durability; the fastest counts."""
+    history: int = 3_000
+    """Checkpoints of the long thread read whole (small state)."""
+    history_messages: int = 1_000
+    """Checkpoints of the long thread whose message list grows each step."""
     concurrent: int = 1_000
-    """Concurrent runs (d)."""
-    history_messages: int = 2_000
-    """Checkpoints of the history thread whose message list grows each step (c')."""
-    repeats: int = 3
-    """Repetitions of the timed workloads; the best time counts."""
+    """Concurrent runs."""
+    repeats: int = 5
+    """Repetitions of the history and concurrency workloads; the fastest counts."""
 
 
 QUICK = Sizes(
     turns=60,
     chain=100,
     chain_runs=2,
-    history=1_000,
+    history=500,
+    history_messages=200,
     concurrent=200,
-    history_messages=300,
     repeats=1,
 )
+
+DURABILITIES = ("async", "sync")
+"""LangGraph's durabilities the per-step rows run at."""
 
 
 class ChatState(TypedDict):
@@ -105,13 +118,32 @@ class GrowState(TypedDict):
     messages: Annotated[list, operator.add]
 
 
+# -- where the savers store: a SQLite file, or a database on the throw-away server -----------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Backend:
+    """One kind of store, and LangGraph's savers for it."""
+
+    name: str
+    """``SQLite`` or ``PostgreSQL``, as rows name it."""
+    peer_name: str
+    """The sync peer's class name."""
+    apeer_name: str
+    """The async peer's class name."""
+    target: Callable[[str], Any]
+    """A new, empty store (a file path or a URL) named after a label."""
+    peer: Callable[[Any, ExitStack], BaseCheckpointSaver]
+    """The sync peer on a store, closed with the stack."""
+    apeer: Callable[[Any], AbstractAsyncContextManager[BaseCheckpointSaver]]
+    """The async peer on a store."""
+    stored_bytes: Callable[[Any], int]
+    """What a store takes up."""
+
+
 def _sqlite_saver(path: Path, stack: ExitStack) -> SqliteSaver:
     conn = stack.enter_context(sqlite3.connect(str(path), check_same_thread=False))
     return SqliteSaver(conn)
-
-
-def _ours(path: Path, stack: ExitStack, durability: str = "normal") -> TrajectorySaver:
-    return stack.enter_context(TrajectorySaver(path, durability=durability))  # type: ignore[arg-type]
 
 
 def _file_size(path: Path) -> int:
@@ -120,14 +152,62 @@ def _file_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 
-# -- (a) database size of a long conversation -------------------------------------------------
+def sqlite_backend(tmp: Path) -> Backend:
+    return Backend(
+        name="SQLite",
+        peer_name="SqliteSaver",
+        apeer_name="AsyncSqliteSaver",
+        target=lambda label: tmp / f"{label}.db",
+        peer=_sqlite_saver,
+        apeer=lambda path: AsyncSqliteSaver.from_conn_string(str(path)),
+        stored_bytes=_file_size,
+    )
 
 
-def _chat_graph(state: type, saver: BaseCheckpointSaver) -> Any:
-    reply = "Sure. " + "Here is a detailed answer with several sentences of content. " * 5
+def postgres_backend(pg: _postgres_peer.Postgres) -> Backend:
+    return Backend(
+        name="PostgreSQL",
+        peer_name="PostgresSaver",
+        apeer_name="AsyncPostgresSaver",
+        target=pg.database,
+        peer=_postgres_peer.peer,
+        apeer=_postgres_peer.apeer,
+        stored_bytes=_postgres_peer.stored_bytes,
+    )
 
+
+def _ours(target: Any, durability: str = "normal") -> TrajectorySaver:
+    return TrajectorySaver(target, durability=durability)  # type: ignore[arg-type]
+
+
+def _skipped(name: str, goal: float | None, reason: str) -> dict[str, Any]:
+    return {"name": name, "ours": None, "peer": None, "ratio": None, "goal": goal, "note": reason}
+
+
+# -- stored bytes of a long conversation ------------------------------------------------------
+
+
+def _texts(varied: bool) -> tuple[Callable[[int], str], Callable[[int], str]]:
+    """The user's and the model's text of turn ``i``: the same sentences every turn, or
+    (``varied``) words drawn from a fixed vocabulary with a fixed seed, which compress about
+    as poorly as prose (PostgreSQL compresses large values; SQLite does not)."""
+    if not varied:
+        question = "Please explain the following topic in some depth, with examples: " * 2
+        reply = "Sure. " + "Here is a detailed answer with several sentences of content. " * 5
+        return (lambda i: f"{question} #{i}"), (lambda i: f"{reply} ({i})")
+    rnd = random.Random(7)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    vocabulary = ["".join(rnd.choices(letters, k=rnd.randint(2, 9))) for _ in range(5_000)]
+
+    def words(i: int, n: int) -> str:
+        return " ".join(random.Random(i).choices(vocabulary, k=n))
+
+    return (lambda i: words(2 * i, 20)), (lambda i: words(2 * i + 1, 50))
+
+
+def _chat_graph(state: type, saver: BaseCheckpointSaver, reply: Callable[[int], str]) -> Any:
     def chat(s: Any) -> dict[str, Any]:
-        return {"messages": [{"role": "assistant", "content": f"{reply} ({len(s['messages'])})"}]}
+        return {"messages": [{"role": "assistant", "content": reply(len(s["messages"]))}]}
 
     g = StateGraph(state)
     g.add_node("chat", chat)
@@ -136,21 +216,32 @@ def _chat_graph(state: type, saver: BaseCheckpointSaver) -> Any:
     return g.compile(checkpointer=saver)
 
 
-def bench_size(tmp: Path, sizes: Sizes, state: type, label: str) -> dict[str, Any]:
-    question = "Please explain the following topic in some depth, with examples: " * 2
+def bench_size(
+    backend: Backend, sizes: Sizes, state: type, label: str, varied: bool = False
+) -> dict[str, Any]:
+    question, reply = _texts(varied)
     out: dict[str, int] = {}
-    for name, factory in (("ours", _ours), ("peer", _sqlite_saver)):
-        path = tmp / f"size-{label}-{name}.db"
+    for name in ("ours", "peer"):
+        target = backend.target(f"size_{name}")
         with ExitStack() as stack:
-            app = _chat_graph(state, factory(path, stack))
+            saver = (
+                stack.enter_context(_ours(target))
+                if name == "ours"
+                else backend.peer(target, stack)
+            )
+            app = _chat_graph(state, saver, reply)
             cfg = {"configurable": {"thread_id": "chat"}}
             for i in range(sizes.turns):
-                app.invoke({"messages": [{"role": "user", "content": f"{question} #{i}"}]}, cfg)
-        out[name] = _file_size(path)
-    return _row(f"db size, {sizes.turns}-turn thread ({label}), bytes", out, 0.1)
+                app.invoke({"messages": [{"role": "user", "content": question(i)}]}, cfg)
+        out[name] = backend.stored_bytes(target)
+    return _row(
+        f"stored bytes, {sizes.turns}-turn chat, {backend.name}, {label} (vs {backend.peer_name})",
+        out,
+        0.1,
+    )
 
 
-# -- (b) per-step overhead on a chain -----------------------------------------------------------
+# -- per-step cost on a chain -------------------------------------------------------------------
 
 
 def _chain_graph(n: int, saver: BaseCheckpointSaver | None) -> Any:
@@ -167,164 +258,106 @@ def _chain_graph(n: int, saver: BaseCheckpointSaver | None) -> Any:
     return g.compile(checkpointer=saver)
 
 
-def _time_sync(app: Any, thread: str, durability: str | None = None) -> float:
+def _chain_args(app: Any, thread: str, durability: str) -> tuple[Any, Any, dict[str, Any]]:
+    # LangGraph warns about (and, at "sync", fails on) a durability without a checkpointer
+    extra = {} if app.checkpointer is None else {"durability": durability}
+    return {"count": 0, "messages": []}, {"configurable": {"thread_id": thread}}, extra
+
+
+def _time_sync(app: Any, thread: str, durability: str) -> float:
+    state, config, extra = _chain_args(app, thread, durability)
     start = time.perf_counter()
-    config = {"configurable": {"thread_id": thread}}
-    app.invoke({"count": 0, "messages": []}, config, durability=durability)
+    app.invoke(state, config, **extra)
     return time.perf_counter() - start
 
 
-async def _time_async(app: Any, thread: str) -> float:
+async def _time_async(app: Any, thread: str, durability: str) -> float:
+    state, config, extra = _chain_args(app, thread, durability)
     start = time.perf_counter()
-    await app.ainvoke({"count": 0, "messages": []}, {"configurable": {"thread_id": thread}})
+    await app.ainvoke(state, config, **extra)
     return time.perf_counter() - start
 
 
-class NoopSaver(InMemorySaver):
-    """Stores nothing: measures what LangGraph itself spends on checkpointing."""
-
-    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        conf = config["configurable"]
-        return {
-            "configurable": {
-                "thread_id": conf["thread_id"],
-                "checkpoint_ns": conf.get("checkpoint_ns", ""),
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
-
-    def put_writes(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        return self.put(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(self, *args: Any, **kwargs: Any) -> None:
-        return None
+def _fastest(times: dict[tuple[str, str], float], key: tuple[str, str], t: float) -> None:
+    times[key] = min(times.get(key, t), t)
 
 
-def bench_chain(tmp: Path, sizes: Sizes) -> list[dict[str, Any]]:
-    """Checkpointing cost per step: (time with the saver − time with a no-op saver) / steps.
-
-    Every saver runs the chain once in turn, ``chain_runs × repeats`` times; the fastest run of
-    each counts (this box drifts by tens of percent over a minute, so savers timed side by
-    side, one run at a time, compare better than blocks of runs)."""
-    n, runs = sizes.chain, sizes.chain_runs * sizes.repeats
+def _chain_sync(backend: Backend, sizes: Sizes) -> dict[tuple[str, str], float]:
     with ExitStack() as stack:
-        apps = {
-            name: _chain_graph(n, saver)
-            for name, saver in {
-                "noop": NoopSaver(),
-                "ours": _ours(tmp / "c-o.db", stack),
-                "ours_full": _ours(tmp / "c-of.db", stack, "full"),
-                "peer": _sqlite_saver(tmp / "c-p.db", stack),
-            }.items()
+        savers: dict[str, BaseCheckpointSaver | None] = {
+            "none": None,
+            "ours": stack.enter_context(_ours(backend.target("chain_o"))),
+            "peer": backend.peer(backend.target("chain_p"), stack),
+            "ours_full": stack.enter_context(_ours(backend.target("chain_of"), "full")),
         }
-        best: dict[str, float] = {}
-        waited: dict[str, float] = {}  # LangGraph's durability="sync": each save waited for
-        for run in range(runs):
-            for name, app in apps.items():
-                t = _time_sync(app, f"r{run}")
-                best[name] = min(best.get(name, t), t)
-                t = _time_sync(app, f"w{run}", "sync")
-                waited[name] = min(waited.get(name, t), t)
-
-    async def run_async() -> dict[str, float]:
-        async with (
-            AsyncSqliteSaver.from_conn_string(str(tmp / "ca-p.db")) as peer,
-            TrajectorySaver(tmp / "ca-o.db") as ours,
-            TrajectorySaver(tmp / "ca-of.db", durability="full") as ours_full,
-        ):
-            savers = {"noop": NoopSaver(), "ours": ours, "ours_full": ours_full, "peer": peer}
-            apps = {name: _chain_graph(n, saver) for name, saver in savers.items()}
-            fastest: dict[str, float] = {}
-            for run in range(runs):
+        apps = {name: _chain_graph(sizes.chain, saver) for name, saver in savers.items()}
+        best: dict[tuple[str, str], float] = {}
+        for run in range(sizes.chain_runs):
+            for durability in DURABILITIES:
                 for name, app in apps.items():
-                    t = await _time_async(app, f"r{run}")
-                    fastest[name] = min(fastest.get(name, t), t)
-            return fastest
+                    t = _time_sync(app, f"{durability}-{run}", durability)
+                    _fastest(best, (durability, name), t)
+    return best
 
-    best_async = asyncio.run(run_async())
-    sync = {k: (v - best["noop"]) / n * 1e6 for k, v in best.items() if k != "noop"}
-    sync_waited = {k: (v - waited["noop"]) / n * 1e6 for k, v in waited.items() if k != "noop"}
-    asyn = {k: (v - best_async["noop"]) / n * 1e6 for k, v in best_async.items() if k != "noop"}
+
+async def _chain_async(backend: Backend, sizes: Sizes) -> dict[tuple[str, str], float]:
+    async with AsyncExitStack() as stack:
+        savers: dict[str, BaseCheckpointSaver | None] = {
+            "none": None,
+            "ours": await stack.enter_async_context(_ours(backend.target("achain_o"))),
+            "peer": await stack.enter_async_context(backend.apeer(backend.target("achain_p"))),
+            "ours_full": await stack.enter_async_context(
+                _ours(backend.target("achain_of"), "full")
+            ),
+        }
+        apps = {name: _chain_graph(sizes.chain, saver) for name, saver in savers.items()}
+        best: dict[tuple[str, str], float] = {}
+        for run in range(sizes.chain_runs):
+            for durability in DURABILITIES:
+                for name, app in apps.items():
+                    t = await _time_async(app, f"{durability}-{run}", durability)
+                    _fastest(best, (durability, name), t)
+    return best
+
+
+def _chain_rows(
+    backend: Backend, api: str, peer_name: str, n: int, best: dict[tuple[str, str], float]
+) -> list[dict[str, Any]]:
+    rows = []
+    for durability in DURABILITIES:
+        cost = {
+            name: (best[(durability, name)] - best[(durability, "none")]) / n * 1e6
+            for name in ("ours", "ours_full", "peer")
+        }
+        for ours, label in (("ours", "normal"), ("ours_full", "full")):
+            rows.append(
+                _row(
+                    f"per-step cost, {backend.name}, {api} durability={durability}, us "
+                    f"({label} vs {peer_name})",
+                    {"ours": cost[ours], "peer": cost["peer"]},
+                    1.0,
+                )
+            )
+    return rows
+
+
+def bench_chain(backend: Backend, sizes: Sizes) -> list[dict[str, Any]]:
+    """Checkpointing cost per step: (time with the saver − time without one) / steps, through
+    ``invoke`` and ``ainvoke``, at each LangGraph durability."""
+    n = sizes.chain
     return [
-        _row(f"sync per-step cost, {n}-node chain, us (normal vs peer)", sync, 0.5),
-        _row(f"sync per-step cost, {n}-node chain, us (full vs peer)", _full(sync), 1.0),
-        # reported, no goal: LangGraph's durability="sync" waits for every save (nothing
-        # can be queued), not the default the goals are set for
-        _row("sync per-step cost, durability=sync, us (normal vs peer)", sync_waited, None),
-        _row("sync per-step cost, durability=sync, us (full vs peer)", _full(sync_waited), None),
-        _row(f"async per-step cost, {n}-node chain, us (normal vs peer)", asyn, 0.5),
-        _row(f"async per-step cost, {n}-node chain, us (full vs peer)", _full(asyn), 1.0),
-    ]
-
-
-class RecordingSaver(NoopSaver):
-    """Stores nothing; keeps a copy of every put/put_writes call to replay on real savers."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
-
-    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        self.calls.append(("put", copy.deepcopy((config, checkpoint, metadata, new_versions))))
-        return super().put(config, checkpoint, metadata, new_versions)
-
-    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
-        self.calls.append(("writes", copy.deepcopy((config, writes, task_id, task_path))))
-
-
-def _replay(
-    saver: BaseCheckpointSaver, calls: list[tuple[str, tuple[Any, ...]]], runs: int
-) -> float:
-    start = time.perf_counter()
-    for r in range(runs):
-        for kind, (config, *rest) in calls:
-            conf = {"configurable": {**config["configurable"], "thread_id": f"replay-{r}"}}
-            if kind == "put":
-                saver.put(conf, *rest)
-            else:
-                saver.put_writes(conf, *rest)
-    return time.perf_counter() - start
-
-
-def bench_replay(tmp: Path, sizes: Sizes) -> list[dict[str, Any]]:
-    """The savers' own cost per step: the put/put_writes calls of a 100-node chain run,
-    recorded once and replayed in one thread (no graph, no GIL shared with it)."""
-    recorder = RecordingSaver()
-    _chain_graph(sizes.chain, recorder).invoke(
-        {"count": 0, "messages": []}, {"configurable": {"thread_id": "rec"}}, durability="sync"
-    )
-    steps = sum(1 for kind, _ in recorder.calls if kind == "put") * sizes.chain_runs
-    best: dict[str, float] = {}
-    for rep in range(sizes.repeats):
-        with ExitStack() as stack:
-            savers: dict[str, BaseCheckpointSaver] = {
-                "ours": _ours(tmp / f"r-o{rep}.db", stack),
-                "ours_full": _ours(tmp / f"r-of{rep}.db", stack, "full"),
-                "peer": _sqlite_saver(tmp / f"r-p{rep}.db", stack),
-            }
-            for name, saver in savers.items():
-                t = _replay(saver, recorder.calls, sizes.chain_runs) / steps * 1e6
-                best[name] = min(best.get(name, t), t)
-    return [  # reported, no goal: the savers' own cost, one call after another
-        _row(
-            f"replayed saver calls, {sizes.chain}-node chain, us/step (normal vs peer)", best, None
-        ),
-        _row(
-            f"replayed saver calls, {sizes.chain}-node chain, us/step (full vs peer)",
-            _full(best),
-            None,
+        *_chain_rows(backend, "invoke", backend.peer_name, n, _chain_sync(backend, sizes)),
+        *_chain_rows(
+            backend, "ainvoke", backend.apeer_name, n, asyncio.run(_chain_async(backend, sizes))
         ),
     ]
 
 
-def _full(values: dict[str, float]) -> dict[str, float]:
-    return {"ours": values["ours_full"], "peer": values["peer"]}
+def chain_skipped(reason: str) -> list[dict[str, Any]]:
+    return [_skipped("per-step cost, PostgreSQL (invoke and ainvoke)", 1.0, reason)]
 
 
-# -- (c) history of a long thread ---------------------------------------------------------------
+# -- history of a long thread ---------------------------------------------------------------
 
 
 def _loop_graph(n: int, saver: BaseCheckpointSaver, grow: bool = False) -> Any:
@@ -343,53 +376,71 @@ def _loop_graph(n: int, saver: BaseCheckpointSaver, grow: bool = False) -> Any:
     return g.compile(checkpointer=saver)
 
 
-def _walk(saver: BaseCheckpointSaver, read: bool) -> int:
-    """Iterate one thread's history; with ``read``, use every tuple's state and writes."""
+_LONG: Any = {"configurable": {"thread_id": "long"}}
+
+
+def _touch(values: Any) -> int:
+    """Use every value of a state (a lazily decoded value would be decoded here)."""
+    return sum(len(v) if isinstance(v, list) else 1 for v in values.values())
+
+
+def _read_history(app: Any) -> int:
+    """``get_state_history`` of the long thread, using each snapshot's values and tasks."""
     count = 0
-    for t in saver.list({"configurable": {"thread_id": "long"}}):
-        if read:
-            _ = (t.checkpoint["channel_values"], t.metadata["step"], t.pending_writes)
+    for snap in app.get_state_history(_LONG):
+        _ = (_touch(snap.values), snap.metadata, snap.tasks)
         count += 1
     return count
 
 
-def bench_history(tmp: Path, sizes: Sizes, grow: bool = False) -> list[dict[str, Any]]:
-    """Time to list every checkpoint of one long thread (best of ``repeats``): walking the
-    tuples, and walking them reading each one's values, metadata and pending writes."""
+def _read_list(saver: BaseCheckpointSaver) -> int:
+    """``list()`` of the long thread, using each tuple's values, metadata and writes."""
+    count = 0
+    for t in saver.list(_LONG):
+        _ = (_touch(t.checkpoint["channel_values"]), t.metadata["step"], len(t.pending_writes))
+        count += 1
+    return count
+
+
+def bench_history(backend: Backend, sizes: Sizes, grow: bool = False) -> list[dict[str, Any]]:
+    """Time to read every state of one long thread (best of ``repeats``, at least 2)."""
     n = sizes.history_messages if grow else sizes.history
-    out: dict[bool, dict[str, float]] = {False: {}, True: {}}
+    out: dict[str, dict[str, float]] = {"history": {}, "list": {}}
     count: dict[str, int] = {}
     with ExitStack() as stack:
         savers = {
-            "ours": _ours(tmp / f"h-o{grow}.db", stack),
-            "peer": _sqlite_saver(tmp / f"h-p{grow}.db", stack),
+            "ours": stack.enter_context(_ours(backend.target(f"history_o{grow}"))),
+            "peer": backend.peer(backend.target(f"history_p{grow}"), stack),
         }
+        apps = {name: _loop_graph(n - 2, saver, grow) for name, saver in savers.items()}
         state: dict[str, Any] = {"n": 0, "messages": []} if grow else {"n": 0}
-        for saver in savers.values():
-            cfg: Any = {"configurable": {"thread_id": "long"}, "recursion_limit": n + 10}
-            _loop_graph(n - 2, saver, grow).invoke(state, cfg)
+        for app in apps.values():
+            app.invoke(state, {**_LONG, "recursion_limit": n + 10})
         for _ in range(max(2, sizes.repeats)):
-            for read in (False, True):
-                for name, saver in savers.items():
+            for what in ("history", "list"):
+                for name in savers:
                     start = time.perf_counter()
-                    count[name] = _walk(saver, read)
+                    if what == "history":
+                        count[name] = _read_history(apps[name])
+                    else:
+                        count[name] = _read_list(savers[name])
                     elapsed = (time.perf_counter() - start) * 1000
-                    out[read][name] = min(out[read].get(name, elapsed), elapsed)
+                    out[what][name] = min(out[what].get(name, elapsed), elapsed)
     assert count["ours"] == count["peer"], count
     what = "growing message list" if grow else "small state"
+    thread, vs = f"{count['ours']}-checkpoint thread ({what})", f"(vs {backend.peer_name})"
     return [
-        _row(f"list() of a {count['ours']}-checkpoint thread ({what}), ms", out[False], 0.2),
-        _row(  # reported, no goal: reading every state costs about what SqliteSaver's does
-            f"list() of a {count['ours']}-checkpoint thread ({what}), every state read, ms",
-            out[True],
-            None,
-        ),
+        _row(f"get_state_history() of a {thread}, ms {vs}", out["history"], 1.0),
+        _row(f"list() of a {thread}, every state read, ms {vs}", out["list"], 1.0),
     ]
 
 
-def bench_latest(tmp: Path, sizes: Sizes) -> dict[str, Any]:
-    """get_tuple() of the latest checkpoint: a long thread against a 10-checkpoint one."""
-    with TrajectorySaver(tmp / "h-oFalse.db") as saver:  # the long thread of bench_history
+def bench_latest(backend: Backend, sizes: Sizes) -> dict[str, Any]:
+    """get_tuple() of the latest checkpoint: a long thread against a 10-checkpoint one.
+
+    The long thread is ``bench_history``'s (a SQLite target is a file path: the same label
+    names the same file)."""
+    with _ours(backend.target("history_oFalse")) as saver:
         _loop_graph(8, saver).invoke({"n": 0}, {"configurable": {"thread_id": "short"}})
         best: dict[str, float] = {}
         for _ in range(5):
@@ -407,7 +458,7 @@ def bench_latest(tmp: Path, sizes: Sizes) -> dict[str, Any]:
     )
 
 
-# -- (d) many concurrent runs -------------------------------------------------------------------
+# -- many concurrent runs -------------------------------------------------------------------
 
 
 def _llm_graph(saver: BaseCheckpointSaver | None) -> Any:
@@ -427,7 +478,10 @@ def _llm_graph(saver: BaseCheckpointSaver | None) -> Any:
     return g.compile(checkpointer=saver)
 
 
-async def _concurrent(app: Any, n: int) -> float:
+async def _concurrent(saver: BaseCheckpointSaver | None, n: int) -> float:
+    app = _llm_graph(saver)
+    if saver is not None:  # its tables are made before the clock starts (the peers' setup)
+        await saver.aget_tuple({"configurable": {"thread_id": "setup"}})
     start = time.perf_counter()
     await asyncio.gather(
         *(
@@ -438,35 +492,49 @@ async def _concurrent(app: Any, n: int) -> float:
     return time.perf_counter() - start
 
 
-def bench_concurrent(tmp: Path, sizes: Sizes) -> list[dict[str, Any]]:
-    """Wall time of many concurrent runs, with and without checkpoints (best of repeats)."""
+def bench_concurrent(backends: list[Backend], sizes: Sizes) -> dict[str, float]:
+    """Wall time of many concurrent runs: no checkpointer, then each backend's savers in
+    turn (best of ``repeats``); keys ``none``, ``<backend> ours`` and ``<backend> peer``."""
 
     async def run() -> dict[str, float]:
         best: dict[str, float] = {}
-        for rep in range(sizes.repeats):
-            t = {"none": await _concurrent(_llm_graph(None), sizes.concurrent)}
-            async with TrajectorySaver(tmp / f"d-o{rep}.db") as ours:
-                t["ours"] = await _concurrent(_llm_graph(ours), sizes.concurrent)
-            async with AsyncSqliteSaver.from_conn_string(str(tmp / f"d-p{rep}.db")) as peer:
-                t["async_sqlite"] = await _concurrent(_llm_graph(peer), sizes.concurrent)
+        for _ in range(sizes.repeats):
+            t = {"none": await _concurrent(None, sizes.concurrent)}
+            for b in backends:
+                async with _ours(b.target("concurrent_o")) as ours:
+                    t[f"{b.name} ours"] = await _concurrent(ours, sizes.concurrent)
+                async with b.apeer(b.target("concurrent_p")) as peer:
+                    t[f"{b.name} peer"] = await _concurrent(peer, sizes.concurrent)
             for k, v in t.items():
                 best[k] = min(best.get(k, v), v)
         return best
 
-    t = asyncio.run(run())
-    n = sizes.concurrent
-    return [
-        _row(
-            f"{n} concurrent runs, s (ours vs no checkpointer)",
-            {"ours": t["ours"], "peer": t["none"]},
-            2.0,
-        ),
-        _row(
-            f"{n} concurrent runs, s (AsyncSqliteSaver vs none)",
-            {"ours": t["async_sqlite"], "peer": t["none"]},
-            None,
-        ),
-    ]
+    return asyncio.run(run())
+
+
+def concurrent_rows(
+    backends: list[Backend], sizes: Sizes, t: dict[str, float], pg_reason: str | None
+) -> list[dict[str, Any]]:
+    n, rows = sizes.concurrent, []
+    for b in backends:
+        goal = 2.0 if b.name == "SQLite" else None  # PostgreSQL: reported
+        rows.append(
+            _row(
+                f"{n} concurrent runs, {b.name}, s (ours vs no checkpointer)",
+                {"ours": t[f"{b.name} ours"], "peer": t["none"]},
+                goal,
+            )
+        )
+        rows.append(
+            _row(
+                f"{n} concurrent runs, {b.name}, s ({b.apeer_name} vs no checkpointer)",
+                {"ours": t[f"{b.name} peer"], "peer": t["none"]},
+                None,
+            )
+        )
+    if pg_reason is not None:
+        rows.append(_skipped(f"{n} concurrent runs, PostgreSQL", None, pg_reason))
+    return rows
 
 
 def _row(name: str, values: dict[str, float], goal: float | None) -> dict[str, Any]:
@@ -483,18 +551,29 @@ def _row(name: str, values: dict[str, float], goal: float | None) -> dict[str, A
 def run(quick: bool = False, sizes: Sizes | None = None) -> list[dict[str, Any]]:
     """Run every benchmark; ``quick`` uses small sizes that finish in seconds."""
     sizes = sizes or (QUICK if quick else Sizes())
-    with tempfile.TemporaryDirectory(prefix="bench-ckpt-") as d:
-        tmp = Path(d)
-        rows = [
-            bench_size(tmp, sizes, ChatState, "add_messages"),
-            bench_size(tmp, sizes, DictChatState, "operator.add dicts"),
-        ]
-        rows += bench_chain(tmp, sizes)
-        rows += bench_replay(tmp, sizes)
-        rows += bench_history(tmp, sizes)
-        rows.append(bench_latest(tmp, sizes))
-        rows += bench_history(tmp, sizes, grow=True)
-        rows += bench_concurrent(tmp, sizes)
+    os.environ.setdefault("LANGGRAPH_STRICT_MSGPACK", "false")
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-ckpt-") as d,
+        _postgres_peer.server() as pg,
+    ):
+        sqlite = sqlite_backend(Path(d))
+        pg_reason = pg if isinstance(pg, str) else None
+        backends = [sqlite] if isinstance(pg, str) else [sqlite, postgres_backend(pg)]
+        rows = []
+        for b in backends:
+            rows.append(bench_size(b, sizes, ChatState, "add_messages"))
+            rows.append(bench_size(b, sizes, DictChatState, "operator.add dicts"))
+            rows.append(bench_size(b, sizes, ChatState, "add_messages, varied text", True))
+        if pg_reason is not None:
+            rows.append(_skipped("stored bytes, PostgreSQL", 0.1, pg_reason))
+        for b in backends:
+            rows += bench_chain(b, sizes)
+        if pg_reason is not None:
+            rows += chain_skipped(pg_reason)
+        rows += bench_history(sqlite, sizes)
+        rows.append(bench_latest(sqlite, sizes))
+        rows += bench_history(sqlite, sizes, grow=True)
+        rows += concurrent_rows(backends, sizes, bench_concurrent(backends, sizes), pg_reason)
     return rows
 
 
@@ -502,14 +581,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, runs in seconds")
     args = parser.parse_args()
-    os.environ.setdefault("LANGGRAPH_STRICT_MSGPACK", "false")
     rows = run(quick=args.quick)
     width = max(len(r["name"]) for r in rows)
     print(f"{'benchmark':<{width}}  {'ours':>12}  {'peer':>12}  {'ratio':>7}  {'goal':>6}  ok")
     for r in rows:
         goal = r["goal"]
-        ok = "" if goal is None or r["ratio"] is None else ("yes" if r["ratio"] <= goal else "NO")
         goal_text = "-" if goal is None else f"<={goal}"
+        if r.get("note"):
+            print(f"{r['name']:<{width}}  {'-':>12}  {'-':>12}  {'-':>7}  {goal_text:>6}  ")
+            print(f"    skipped: {r['note']}")
+            continue
+        ok = "" if goal is None or r["ratio"] is None else ("yes" if r["ratio"] <= goal else "NO")
         print(
             f"{r['name']:<{width}}  {r['ours']:>12}  {r['peer']:>12}  {r['ratio']!s:>7}  "
             f"{goal_text:>6}  {ok}"
