@@ -25,6 +25,7 @@ from typing import Any, Literal
 from ..errors import ConfigError, RuntimeFailure
 
 __all__ = [
+    "AT_CHECKPOINT",
     "Durability",
     "SqliteDatabase",
     "PostgresDatabase",
@@ -39,6 +40,8 @@ Durability = Literal["normal", "full"]
 last commits). ``full``: it also survives power loss / a server crash (``synchronous=FULL``;
 ``synchronous_commit=on``)."""
 
+AT_CHECKPOINT = "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+"""The ``WHERE`` condition naming one checkpoint (of ``checkpoints`` or ``checkpoint_writes``)."""
 BUSY_TIMEOUT_S = 60.0
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 

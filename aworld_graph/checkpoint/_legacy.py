@@ -4,7 +4,7 @@ Schema 2 could store a checkpoint's skeleton (the checkpoint without its values)
 entries that changed from its parent's: ``0xC1`` (a byte msgpack never uses) followed by the
 msgpack of ``{"rest", "cv", "cv-", "vs", "vs-"}`` — the other top-level fields, channel
 versions set and removed, per-node seen versions set and removed. Such a file reads as it
-is (:func:`resolve`), and the first write migrates it (:func:`store_skeletons_whole`).
+is (:func:`skeleton`), and the first write migrates it (:func:`store_skeletons_whole`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from ..errors import RuntimeFailure
 from ._db import Tx
 from ._trajectory import error_text, node_from_task_path
 
-__all__ = ["MARK", "is_delta", "resolve", "store_skeletons_whole", "name_write_nodes"]
-
-MARK = b"\xc1"
+__all__ = ["skeleton", "store_skeletons_whole", "name_write_nodes"]
 
 _ANCESTORS = (
     "WITH RECURSIVE up(id, parent, blob) AS ("
@@ -31,9 +29,18 @@ _ANCESTORS = (
 )
 
 
-def is_delta(blob: bytes) -> bool:
-    """Whether a stored skeleton is a schema-2 delta of its parent's."""
-    return blob[:1] == MARK
+def skeleton(
+    tx: Tx, unpack: Callable[[bytes], Any], thread_id: str, ns: str, cid: str, blob: bytes
+) -> dict[str, Any]:
+    """A stored skeleton, decoded (a schema-2 delta read through its chain)."""
+    blob = bytes(blob)
+    if _is_delta(blob):
+        return _resolve(tx, thread_id, ns, cid, unpack)
+    return unpack(blob)  # type: ignore[no-any-return]
+
+
+def _is_delta(blob: bytes) -> bool:
+    return blob[:1] == b"\xc1"
 
 
 def _apply(base: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +55,7 @@ def _apply(base: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
     return {**(delta.get("rest") or {}), "channel_versions": cv, "versions_seen": vs}
 
 
-def resolve(
+def _resolve(
     tx: Tx, thread_id: str, ns: str, checkpoint_id: str, unpack: Callable[[bytes], Any]
 ) -> dict[str, Any]:
     """The whole skeleton of a checkpoint stored as a delta (its chain read in one query)."""
@@ -58,12 +65,12 @@ def resolve(
     }
     chain: list[str] = []
     current: str | None = checkpoint_id
-    while current is not None and current in rows and is_delta(rows[current][1]):
+    while current is not None and current in rows and _is_delta(rows[current][1]):
         if current in chain:
             break
         chain.append(current)
         current = rows[current][0]
-    if current is None or current not in rows or is_delta(rows[current][1]):
+    if current is None or current not in rows or _is_delta(rows[current][1]):
         raise RuntimeFailure(
             f"checkpoint {checkpoint_id} of thread {thread_id!r} is stored as a delta of "
             f"checkpoint {current}, which is missing: the file was changed outside "
@@ -84,7 +91,7 @@ def store_skeletons_whole(tx: Tx, serde: Any) -> int:
         "WHERE substr(checkpoint, 1, 1) = x'c1' ORDER BY thread_id, checkpoint_ns, checkpoint_id"
     )
     for thread_id, ns, cid in rows:
-        skeleton = resolve(tx, thread_id, ns, cid, unpack)
+        skeleton = _resolve(tx, thread_id, ns, cid, unpack)
         tx.run(
             "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_ns = ? "
             "AND checkpoint_id = ?",

@@ -20,13 +20,11 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ..errors import AWorldGraphError, ConfigError, RuntimeFailure, UnsafeCheckpointValue
 from ._blobs import DELTA, EMPTY, array_header, split_array
 from ._db import Tx
-from ._write import skeleton_of
+from ._legacy import skeleton
 
-__all__ = ["CHECKPOINT_COLUMNS", "decoding", "lookup", "page_rows", "to_tuples", "where_clause"]
+__all__ = ["decoding", "lookup", "page_rows", "stored_values", "to_tuples", "where_clause"]
 
-CHECKPOINT_COLUMNS = (
-    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata"
-)
+_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata"
 Row = tuple[str, str, str, str | None, bytes, Any]
 ChainRow = tuple[int, str | None, bytes | None, str | None, int | None]
 """A blob row: ``(kind, type, value, base_version, items)``."""
@@ -52,17 +50,12 @@ def decoding(label: str) -> Iterator[None]:
 
 def lookup(tx: Tx, thread_id: str, ns: str, checkpoint_id: str | None) -> Row | None:
     """One checkpoint row: by id, or the thread's latest."""
+    sql = f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
     if checkpoint_id:
-        return tx.one(  # type: ignore[return-value]
-            f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = ? AND "
-            "checkpoint_ns = ? AND checkpoint_id = ?",
-            (thread_id, ns, checkpoint_id),
-        )
-    return tx.one(  # type: ignore[return-value]
-        f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = ? AND "
-        "checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
-        (thread_id, ns),
-    )
+        row = tx.one(sql + " AND checkpoint_id = ?", (thread_id, ns, checkpoint_id))
+    else:
+        row = tx.one(sql + " ORDER BY checkpoint_id DESC LIMIT 1", (thread_id, ns))
+    return row  # type: ignore[return-value]
 
 
 def where_clause(
@@ -96,20 +89,9 @@ def where_clause(
         if tx.dialect == "postgres":
             clauses.append("metadata @> CAST(? AS jsonb)")
             params.append(json.dumps({key: value}, default=str))
-            continue
-        path = f'$."{key}"'
-        if value is None:
-            clauses.append("json_extract(metadata, ?) IS NULL")
-            params.append(path)
-        elif isinstance(value, bool):
-            clauses.append("json_extract(metadata, ?) = ?")
-            params.extend((path, int(value)))
-        elif isinstance(value, (int, float, str)):
-            clauses.append("json_extract(metadata, ?) = ?")
-            params.extend((path, value))
-        else:
-            clauses.append("json_extract(metadata, ?) = json(?)")
-            params.extend((path, json.dumps(value, separators=(",", ":"), default=str)))
+        else:  # `IS`: a JSON null filter matches null and a missing key, as in LangGraph
+            clauses.append("json_extract(metadata, ?) IS json_extract(?, '$')")
+            params.extend((f'$."{key}"', json.dumps(value, default=str)))
     if before is not None and (before_id := get_checkpoint_id(before)):
         clauses.append("checkpoint_id < ?")
         params.append(before_id)
@@ -131,7 +113,7 @@ def page_rows(
         args.extend((after[2], after[0], after[1]))
     where = ("WHERE " + " AND ".join(conds)) if conds else ""
     return tx.all(  # type: ignore[return-value]
-        f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints {where} "
+        f"SELECT {_COLUMNS} FROM checkpoints {where} "
         "ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT ?",
         [*args, size],
     )
@@ -159,11 +141,10 @@ def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[Checkp
     for (thread_id, ns), members in scopes.items():
         need: dict[tuple[str, str], None] = {}
         for row in members:
-            skeleton = skeleton_of(tx, unpack, thread_id, ns, row[2], row[4])
-            skeletons[row[:3]] = skeleton
-            for ch, ver in skeleton["channel_versions"].items():
+            shape = skeletons[row[:3]] = skeleton(tx, unpack, thread_id, ns, row[2], row[4])
+            for ch, ver in shape["channel_versions"].items():
                 need[(ch, str(ver))] = None
-        values[(thread_id, ns)] = _values(tx, thread_id, ns, list(need))
+        values[(thread_id, ns)] = stored_values(tx, thread_id, ns, list(need))
         ids = sorted({row[2] for row in members})
         for cid, task, ch, type_, value in tx.all(
             "SELECT checkpoint_id, task_id, channel, type, value FROM checkpoint_writes "
@@ -216,7 +197,7 @@ def _decode(
         ) from None
 
 
-def _values(
+def stored_values(
     tx: Tx, thread_id: str, ns: str, wanted: list[tuple[str, str]]
 ) -> dict[tuple[str, str], tuple[str, bytes]]:
     """Serialized values ``(type, bytes)`` of the wanted (channel, version) pairs; lists

@@ -3,9 +3,7 @@
 LangGraph's :class:`JsonPlusSerializer` stores a dataclass, pydantic model, Enum or other
 typed value as an extension naming its ``module`` and ``name`` plus the data to rebuild it
 with; reading imports that module and calls that name. :class:`StrictSerializer` writes the
-same bytes, never pickles, and decides on read whether a named type may be rebuilt.
-
-**The rule.** A type named in a stored value is rebuilt only when it is
+same bytes, never pickles, and rebuilds a named type on read only when it is
 
 (a) one LangGraph itself trusts (``SAFE_MSGPACK_TYPES``: datetime, UUID, LangChain
     messages, ``Send``, ``Interrupt``, ``Command``…); a method-call extension only for
@@ -14,23 +12,20 @@ same bytes, never pickles, and decides on read whether a named type may be rebui
 (c) a dataclass, pydantic model, Enum or NamedTuple class found by name in a module that
     is *already imported* in this process (``sys.modules``), outside the standard library
     and builtins (``sys.stdlib_module_names``) and outside LangGraph's and LangChain's own
-    packages.
+    packages. Reading never imports a module for (c): importing runs code.
 
-So a graph whose state is a pydantic model holding Enums and dataclasses checkpoints and
-reads back with no configuration, as soon as the process has imported the module that
-defines them (building the graph does). Reading never imports a module for (c): importing
-runs code. Rebuilding runs the class's own ``__init__`` and validators, as in LangGraph.
-
-Anything else (``os.system``, ``subprocess.Popen``, ``builtins.eval``, a class of a module
-not imported, an unknown extension) and every ``pickle`` row is refused with
+So application state classes read back with no configuration once the process has imported
+their module (building the graph does). Rebuilding runs the class's own ``__init__`` and
+validators, as in LangGraph. Anything else (``os.system``, ``builtins.eval``, a class of a
+module not imported, an unknown extension) and every ``pickle`` row is refused with
 :class:`~aworld_graph.errors.UnsafeCheckpointValue` naming the type: nothing is called,
 imported or unpickled, and the raw payload is never handed back in its place. A trusted type
 whose constructor rejects the stored data (a field renamed since) comes back as that data,
 with a logged warning, as in LangGraph. Rows of LangGraph's older ``json`` type are read by
-LangGraph's own rules (its trusted types and LangChain's core objects only).
+LangGraph's own rules.
 
-On write, a value whose types would not be rebuilt under this rule (a class defined inside
-a function, a standard-library class LangGraph does not trust, a non-data class) raises
+On write, a value holding a type this rule would refuse (a class defined inside a function,
+a standard-library class LangGraph does not trust, a non-data class) raises
 :class:`~aworld_graph.errors.DefinitionError` naming the type and the fix. Plain data (dict,
 list, str, numbers) skips the check.
 """
@@ -60,6 +55,7 @@ from langgraph.checkpoint.serde.jsonplus import (
     EXT_PYDANTIC_V2,
     JsonPlusSerializer,
 )
+from langgraph.checkpoint.serde.jsonplus import _option as _OPTIONS
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from ..errors import DefinitionError, UnsafeCheckpointValue
@@ -68,17 +64,6 @@ __all__ = ["StrictSerializer"]
 
 logger = logging.getLogger(__name__)
 
-# The options LangGraph packs with. Plain data (dict, list, str, numbers, bool, None) packs
-# to the same bytes with or without its `default` hook; everything else is passed through
-# to the hook, so packing without one fails fast for any value that needs a type tag.
-_OPTIONS = (
-    ormsgpack.OPT_NON_STR_KEYS
-    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
-    | ormsgpack.OPT_PASSTHROUGH_DATETIME
-    | ormsgpack.OPT_PASSTHROUGH_ENUM
-    | ormsgpack.OPT_PASSTHROUGH_UUID
-    | ormsgpack.OPT_REPLACE_SURROGATES
-)
 _TYPED_CODES = frozenset(
     {
         EXT_CONSTRUCTOR_SINGLE_ARG,
@@ -91,18 +76,17 @@ _TYPED_CODES = frozenset(
 )
 _INTERNAL_PACKAGES = ("langgraph", "langchain")
 """Top-level package names (and ``langchain_*``) whose types only (a) or (b) admit."""
+_ALLOW = (
+    "If {} really is your application's own class, add it to TrajectorySaver(allowed_types=[...])"
+)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Refused:
-    """Why ``module.name`` may not be rebuilt; the caller words the error for its side."""
+class _Refused(Exception):
+    """A type the rule does not rebuild; each side words its own error from it."""
 
-    dotted: str
-    """The type as ``module.name``."""
-    reason: str
-    """Why the rule refuses it."""
-    fix: str
-    """What the developer can do."""
+    def __init__(self, dotted: str, reason: str, fix: str) -> None:
+        super().__init__(dotted)
+        self.dotted, self.reason, self.fix = dotted, reason, fix
 
 
 def _is_data_class(target: object) -> bool:
@@ -117,50 +101,8 @@ def _is_data_class(target: object) -> bool:
     return v1 is not None and issubclass(target, v1.BaseModel)
 
 
-def _refusal(module: str, name: str) -> _Refused | None:
-    """Rule (c) for a type that is neither LangGraph-trusted nor allow-listed."""
-    dotted = f"{module}.{name}"
-    listed = (
-        f"If {dotted} really is your application's own class, add it to "
-        "TrajectorySaver(allowed_types=[...])"
-    )
-    top = module.partition(".")[0]
-    if top in sys.stdlib_module_names:
-        return _Refused(
-            dotted,
-            "it belongs to the standard library or builtins, whose names can run code, and "
-            "LangGraph does not trust it",
-            listed,
-        )
-    if top in _INTERNAL_PACKAGES or top.startswith("langchain_"):
-        return _Refused(
-            dotted,
-            "it is a LangGraph/LangChain internal that LangGraph does not trust",
-            listed,
-        )
-    found = sys.modules.get(module)
-    if found is None:
-        return _Refused(
-            dotted,
-            f"its module {module} is not imported in this process, and reading a checkpoint "
-            "never imports one (importing runs code)",
-            "Import the module that defines it before reading (e.g. the one that builds the "
-            f"graph). {listed}",
-        )
-    target = getattr(found, name, None)
-    if target is None:
-        return _Refused(
-            dotted,
-            f"{module} has no module-level name {name}",
-            "Define the class at module level (not inside a function or another class)",
-        )
-    if not _is_data_class(target):
-        return _Refused(
-            dotted,
-            "it is not a dataclass, pydantic model, Enum or NamedTuple class",
-            f"Keep graph state to plain data and such classes. {listed}",
-        )
-    return None
+def _unpackb(data: bytes, hook: Callable[[int, bytes], Any] | None = None) -> Any:
+    return ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
 
 
 class StrictSerializer(JsonPlusSerializer):
@@ -194,12 +136,10 @@ class StrictSerializer(JsonPlusSerializer):
         clone._allowed_msgpack_modules = set(merged)
         return clone
 
-    # --- write ---------------------------------------------------------------------------
-
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         if obj is None or isinstance(obj, (bytes, bytearray)):
             return super().dumps_typed(obj)
-        try:
+        try:  # plain data packs to the same bytes without LangGraph's `default` hook
             return "msgpack", ormsgpack.packb(obj, option=_OPTIONS)
         except (ormsgpack.MsgpackEncodeError, TypeError):
             pass
@@ -212,100 +152,65 @@ class StrictSerializer(JsonPlusSerializer):
                 "str, numbers) and dataclasses, pydantic models or Enums defined at module level"
             ) from None
         if type_ == "msgpack":
-            self._check_writable(data)
+            try:
+                self._unpack(data, build=False)
+            except _Refused as no:
+                raise DefinitionError(
+                    f"cannot checkpoint a value of type {no.dotted}: it could not be read back "
+                    f"({no.reason}). {no.fix}"
+                ) from None
         return type_, data
-
-    def _check_writable(self, data: bytes) -> None:
-        """Raise DefinitionError when ``data`` names a type that would be refused on read."""
-        allowed = self._allowed
-        problems: list[_Refused] = []
-
-        def hook(code: int, payload: bytes) -> None:
-            if code not in _TYPED_CODES and code != EXT_DELTA_SNAPSHOT:
-                return
-            tup = ormsgpack.unpackb(payload, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
-            if code == EXT_DELTA_SNAPSHOT:
-                return
-            module, name = str(tup[0]), str(tup[1])
-            if code == EXT_METHOD_SINGLE_ARG:
-                if (module, name, str(tup[3])) not in SAFE_MSGPACK_METHODS:
-                    problems.append(_method_refusal(module, name, str(tup[3])))
-            elif (module, name) in allowed:
-                if getattr(sys.modules.get(module), name, None) is None:
-                    problems.append(
-                        _Refused(
-                            f"{module}.{name}",
-                            "that name cannot be found in its module",
-                            "Define the class at module level (not inside a function or "
-                            "another class)",
-                        )
-                    )
-            elif (module, name) not in SAFE_MSGPACK_TYPES:
-                refused = _refusal(module, name)
-                if refused is not None:
-                    problems.append(refused)
-
-        ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
-        if problems:
-            first = problems[0]
-            raise DefinitionError(
-                f"cannot checkpoint a value of type {first.dotted}: it could not be read back "
-                f"({first.reason}). {first.fix}"
-            )
-
-    # --- read ----------------------------------------------------------------------------
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, payload = data
-        if type_ == "msgpack":
-            return self._unpack(payload)
         if type_ == "pickle":
             raise UnsafeCheckpointValue(
-                "refused a checkpoint value of type 'pickle': unpickling can run any code, "
-                "and aworld-graph never writes pickle, so another tool wrote this row or it "
-                "was tampered with. It was not unpickled. Rewrite that value without pickle "
-                "(plain data, dataclasses, pydantic models) or delete the row"
+                "refused a checkpoint value of type 'pickle' (not unpickled: that can run any "
+                "code, and aworld-graph never writes pickle, so another tool wrote the row or it "
+                "was tampered with). Rewrite the value without pickle or delete the row"
             )
-        return super().loads_typed(data)
+        if type_ != "msgpack":
+            return super().loads_typed(data)
+        try:
+            return self._unpack(payload, build=True)
+        except _Refused as no:
+            raise UnsafeCheckpointValue(
+                f"refused to rebuild a checkpoint value of type {no.dotted}: {no.reason}. "
+                f"Nothing was called. {no.fix}"
+            ) from None
 
-    def _unpack(self, payload: bytes) -> Any:
+    def _unpack(self, payload: bytes, *, build: bool) -> Any:
+        """Decode ``payload``, checking every type it names; ``build=False`` only checks."""
         failed: list[Exception] = []
 
         def hook(code: int, data: bytes) -> Any:
             try:
-                return self._rebuild(code, data, hook)
+                return self._rebuild(code, data, hook, build)
             except Exception as exc:
                 failed.append(exc)  # ormsgpack replaces an ext_hook's error with its own
                 raise
 
         try:
-            return ormsgpack.unpackb(payload, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+            return _unpackb(payload, hook)
         except Exception:
             if failed:  # the first is the innermost: the one that says what went wrong
                 raise failed[0] from None
             raise
 
-    def _rebuild(self, code: int, data: bytes, hook: Callable[[int, bytes], Any]) -> Any:
-        """One extension value, rebuilt only if the rule allows its type."""
+    def _rebuild(
+        self, code: int, data: bytes, hook: Callable[[int, bytes], Any], build: bool
+    ) -> Any:
+        """One extension value, rebuilt (``build``) only if the rule allows its type."""
         if code == EXT_DELTA_SNAPSHOT:
-            return _DeltaSnapshot(
-                ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
-            )
-        if code == EXT_NUMPY_ARRAY:  # dtype, shape and buffer: data only, as LangGraph reads it
-            np = importlib.import_module("numpy")
-            dtype, shape, order, buf = ormsgpack.unpackb(data, option=ormsgpack.OPT_NON_STR_KEYS)
-            return np.frombuffer(buf, dtype=np.dtype(dtype)).reshape(shape, order=order)
+            inner = _unpackb(data, hook)
+            return _DeltaSnapshot(inner) if build else None
         if code not in _TYPED_CODES:
-            raise UnsafeCheckpointValue(
-                f"refused a checkpoint value with msgpack extension code {code}: this version "
-                "does not know it (written by a newer LangGraph, or tampered with). Upgrade "
-                "langgraph-checkpoint, or delete the row"
-            )
-        tup = ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+            return _untyped(code, data) if build else None
+        tup = _unpackb(data, hook)
         module, name, arg = str(tup[0]), str(tup[1]), tup[2]
-        if code == EXT_METHOD_SINGLE_ARG and (module, name, tup[3]) not in SAFE_MSGPACK_METHODS:
-            raise _unsafe(_method_refusal(module, name, str(tup[3])))
-        target = self._target(module, name)
+        target = self._target(module, name, str(tup[3]) if code == EXT_METHOD_SINGLE_ARG else None)
+        if not build:
+            return None
         try:
             if code == EXT_CONSTRUCTOR_SINGLE_ARG:
                 return target(arg)
@@ -320,8 +225,8 @@ class StrictSerializer(JsonPlusSerializer):
             try:
                 return target(**arg)
             except Exception:  # pydantic: keep the fields even if validation changed since
-                build = target.construct if code == EXT_PYDANTIC_V1 else target.model_construct
-                return build(**arg)
+                construct = target.construct if code == EXT_PYDANTIC_V1 else target.model_construct
+                return construct(**arg)
         except Exception as exc:
             logger.warning(
                 "Could not rebuild %s.%s from a checkpoint (%s: %s); returning its stored data",
@@ -332,37 +237,63 @@ class StrictSerializer(JsonPlusSerializer):
             )
             return arg
 
-    def _target(self, module: str, name: str) -> Any:
-        """The class or function ``module.name`` if the rule allows it, else refuse."""
-        if (module, name) in SAFE_MSGPACK_TYPES or (module, name) in self._allowed:
-            # LangGraph's own list or the application's explicit one: importing is trusted
+    def _target(self, module: str, name: str, method: str | None) -> Any:
+        """The class ``module.name`` if the rule allows rebuilding it, else raise _Refused."""
+        dotted, top = f"{module}.{name}", module.partition(".")[0]
+        listed = _ALLOW.format(dotted)
+        if method is not None and (module, name, method) not in SAFE_MSGPACK_METHODS:
+            raise _Refused(
+                dotted,
+                f"the method call {dotted}.{method}() is not one LangGraph trusts",
+                "Store the value as plain data or a dataclass/pydantic model instead",
+            )
+        trusted = (module, name) in SAFE_MSGPACK_TYPES or (module, name) in self._allowed
+        if trusted:  # LangGraph's own list or the application's explicit one: import it
             found = sys.modules.get(module) or importlib.import_module(module)
-            target = getattr(found, name, None)
-            if target is None:
-                raise _unsafe(
-                    _Refused(
-                        f"{module}.{name}",
-                        "that name cannot be found in its module",
-                        "Check that the class still exists under that name",
-                    )
-                )
-            return target
-        refused = _refusal(module, name)
-        if refused is not None:
-            raise _unsafe(refused)
-        return getattr(sys.modules[module], name)
+        elif top in sys.stdlib_module_names:
+            raise _Refused(
+                dotted,
+                "it belongs to the standard library or builtins, whose names can run code, and "
+                "LangGraph does not trust it",
+                listed,
+            )
+        elif top in _INTERNAL_PACKAGES or top.startswith("langchain_"):
+            raise _Refused(
+                dotted, "it is a LangGraph/LangChain internal that LangGraph does not trust", listed
+            )
+        elif (found := sys.modules.get(module)) is None:
+            raise _Refused(
+                dotted,
+                f"its module {module} is not imported in this process, and reading a checkpoint "
+                "never imports one (importing runs code)",
+                "Import the module that defines it before reading (e.g. the one that builds the "
+                f"graph). {listed}",
+            )
+        target = getattr(found, name, None)
+        if target is None:
+            raise _Refused(
+                dotted,
+                f"{module} has no module-level name {name}",
+                "Define the class at module level under that name (not inside a function or "
+                "another class)",
+            )
+        if not trusted and not _is_data_class(target):
+            raise _Refused(
+                dotted,
+                "it is not a dataclass, pydantic model, Enum or NamedTuple class",
+                f"Keep graph state to plain data and such classes. {listed}",
+            )
+        return target
 
 
-def _method_refusal(module: str, name: str, method: str) -> _Refused:
-    return _Refused(
-        f"{module}.{name}",
-        f"the method call {module}.{name}.{method}() is not one LangGraph trusts",
-        "Store the value as plain data or a dataclass/pydantic model instead",
-    )
-
-
-def _unsafe(refused: _Refused) -> UnsafeCheckpointValue:
-    return UnsafeCheckpointValue(
-        f"refused to rebuild a checkpoint value of type {refused.dotted}: {refused.reason}. "
-        f"Nothing was called. {refused.fix}"
-    )
+def _untyped(code: int, data: bytes) -> Any:
+    """A numpy array (dtype, shape and buffer: data only, as LangGraph reads it), or refuse."""
+    if code != EXT_NUMPY_ARRAY:
+        raise UnsafeCheckpointValue(
+            f"refused a checkpoint value with msgpack extension code {code}: this version "
+            "does not know it (written by a newer LangGraph, or tampered with). Upgrade "
+            "langgraph-checkpoint, or delete the row"
+        )
+    np = importlib.import_module("numpy")
+    dtype, shape, order, buf = _unpackb(data)
+    return np.frombuffer(buf, dtype=np.dtype(dtype)).reshape(shape, order=order)

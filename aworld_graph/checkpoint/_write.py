@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 import orjson
@@ -34,8 +35,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._secrets import may_hold_secrets, strip_secrets
 from ._blobs import BaseInfo, encode_channel
-from ._db import Tx
-from ._legacy import is_delta, resolve
+from ._db import AT_CHECKPOINT, Tx
+from ._legacy import skeleton
+from ._read import stored_values
 from ._schema import JSON_COLUMNS, columns, primary_key
 from ._trajectory import Transition, duration_ms, error_text, node_from_task_path, transition_row
 
@@ -46,8 +48,6 @@ __all__ = [
     "prepare_writes",
     "store_put",
     "store_writes",
-    "upsert_sql",
-    "skeleton_of",
 ]
 
 _ERROR = "__error__"
@@ -148,32 +148,21 @@ def prepare_writes(
     return record
 
 
-def skeleton_of(
-    tx: Tx, unpack: Callable[[bytes], Any], thread_id: str, ns: str, cid: str, blob: bytes
-) -> dict[str, Any]:
-    """A stored skeleton, decoded (a schema-2 delta read through its chain)."""
-    blob = bytes(blob)
-    if is_delta(blob):
-        return resolve(tx, thread_id, ns, cid, unpack)
-    return unpack(blob)  # type: ignore[no-any-return]
-
-
 def store_put(tx: Tx, rec: PutRecord, unpack: Callable[[bytes], Any], snapshot_every: int) -> None:
     """Store ``rec`` on top of its parent as stored now (inside a write transaction)."""
     key = (rec.thread_id, rec.ns)
     parent = None
     if rec.parent_id:
         parent = tx.one(
-            "SELECT created_at, checkpoint FROM checkpoints WHERE thread_id = ? AND "
-            "checkpoint_ns = ? AND checkpoint_id = ?",
+            f"SELECT created_at, checkpoint FROM checkpoints WHERE {AT_CHECKPOINT}",
             (*key, rec.parent_id),
         )
-    lists = [v for v in rec.values if isinstance(v[2], list) and v[3][0] == "msgpack"]
-    before: dict[str, str] = {}
-    if parent is not None and lists and rec.parent_id:
-        versions = skeleton_of(tx, unpack, *key, rec.parent_id, parent[1])["channel_versions"]
-        before = {ch: str(versions[ch]) for ch, ver, _, _ in lists if ch in versions}
-    bases = _bases(tx, key, [(ch, v) for ch, v in before.items()])
+    lists = [ch for ch, _, value, _ in rec.values if isinstance(value, list)]
+    before: dict[str, str] = {}  # list channels: their version at the parent
+    if parent is not None and lists:
+        versions = skeleton(tx, unpack, *key, rec.parent_id, parent[1])["channel_versions"]
+        before = {ch: str(versions[ch]) for ch in lists if ch in versions}
+    bases = _bases(tx, key, list(before.items()))
     blob_rows: list[tuple[Any, ...]] = []
     changed: dict[str, Any] = {}
     appended: dict[str, list[Any]] = {}
@@ -181,17 +170,17 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Callable[[bytes], Any], snapshot_e
         base = bases.get((ch, before[ch])) if before.get(ch, version) != version else None
         row, added = encode_channel(value, typed, base, snapshot_every)
         blob_rows.append((*key, ch, version, *row))
-        if added is None and isinstance(value, list) and (parent is None or ch not in before):
+        if added is None and isinstance(value, list) and ch not in before:
             added = value  # a list channel's first value: every item is new
         if added is None:
             changed[ch] = value
         else:
             appended[ch] = added
-    nodes = nodes_at(tx, unpack, *key, rec.parent_id) if rec.parent_id else []
+    nodes = _nodes_at(tx, unpack, (*key, rec.parent_id)) if rec.parent_id else []
     derived = transition_row(Transition(nodes=nodes, changed=changed, appended=appended))
-    tx.many(upsert_sql(tx, "checkpoint_blobs"), blob_rows)
+    tx.many(_upsert_sql(tx.dialect, "checkpoint_blobs"), blob_rows)
     tx.run(
-        upsert_sql(tx, "checkpoints"),
+        _upsert_sql(tx.dialect, "checkpoints"),
         (
             *key, rec.checkpoint_id, rec.parent_id, rec.run_id, rec.step, rec.source, rec.ts,
             rec.skeleton, rec.metadata_json, derived[0],
@@ -221,24 +210,20 @@ def _bases(
     }
 
 
-def nodes_at(
-    tx: Tx, unpack: Callable[[bytes], Any], thread_id: str, ns: str, checkpoint_id: str
-) -> list[str]:
+def _nodes_at(tx: Tx, unpack: Callable[[bytes], Any], key: tuple[str, str, str]) -> list[str]:
     """The nodes whose tasks wrote at a checkpoint, in LangGraph's task order. A ``Send``
     task's writes saved before their checkpoint itself (LangGraph's background saves) get
     their node named here."""
-    key = (thread_id, ns, checkpoint_id)
     rows = tx.all(
-        "SELECT node, task_path FROM checkpoint_writes WHERE thread_id = ? AND "
-        "checkpoint_ns = ? AND checkpoint_id = ? ORDER BY task_path, task_id, idx",
+        f"SELECT node, task_path FROM checkpoint_writes WHERE {AT_CHECKPOINT} "
+        "ORDER BY task_path, task_id, idx",
         key,
     )
     names: list[str] = []
     for node, path in rows:
         if node is None and (node := _pushed_node(tx, unpack, key, path or "")) is not None:
             tx.run(
-                "UPDATE checkpoint_writes SET node = ? WHERE thread_id = ? AND checkpoint_ns = ? "
-                "AND checkpoint_id = ? AND task_path = ?",
+                f"UPDATE checkpoint_writes SET node = ? WHERE {AT_CHECKPOINT} AND task_path = ?",
                 (node, *key, path),
             )
         if node is not None and node not in names:
@@ -255,8 +240,8 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Callable[[bytes], Any]) -> N
     for idx, channel, type_, data, error in rec.rows:
         row = (*key, rec.task_id, idx, channel, type_, data, rec.task_path, node, error, now)
         (special if idx < 0 else regular).append(row)
-    tx.many(upsert_sql(tx, "checkpoint_writes", replace=False), regular)
-    tx.many(upsert_sql(tx, "checkpoint_writes"), special)
+    tx.many(_upsert_sql(tx.dialect, "checkpoint_writes", replace=False), regular)
+    tx.many(_upsert_sql(tx.dialect, "checkpoint_writes"), special)
     if node is None:
         return
     # a checkpoint the step already produced (saved before these writes) names the node
@@ -267,12 +252,10 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Callable[[bytes], Any]) -> N
     ):
         names = json.loads(stored) if isinstance(stored, str) else list(stored or [])
         if node not in names:
-            tx.run(
-                "UPDATE checkpoints SET nodes = "
-                + ("?" if tx.dialect == "sqlite" else "CAST(? AS jsonb)")
-                + " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                (_json_text([*names, node]), *key[:2], cid),
+            sql = (
+                f"UPDATE checkpoints SET nodes = {_mark(tx.dialect, 'nodes')} WHERE {AT_CHECKPOINT}"
             )
+            tx.run(sql, (_json_text([*names, node]), *key[:2], cid))
 
 
 def _pushed_node(
@@ -286,59 +269,44 @@ def _pushed_node(
         index = int(task_path[len(_PUSH) :].split(",", 1)[0])
     except ValueError:
         return None
-    row = tx.one(
-        "SELECT checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND "
-        "checkpoint_id = ?",
-        key,
-    )
+    row = tx.one(f"SELECT checkpoint FROM checkpoints WHERE {AT_CHECKPOINT}", key)
     if row is None:
         return None
-    version = skeleton_of(tx, unpack, *key, row[0])["channel_versions"].get(_TASKS)
+    version = skeleton(tx, unpack, *key, row[0])["channel_versions"].get(_TASKS)
     if version is None:
         return None
-    blob = tx.one(
-        "SELECT type, value FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
-        "AND version = ? AND channel = ?",
-        (*key[:2], str(version), _TASKS),
-    )
-    if blob is None or blob[0] != "msgpack" or blob[1] is None:
+    wanted = (_TASKS, str(version))
+    typed = stored_values(tx, *key[:2], [wanted]).get(wanted)
+    if typed is None or typed[0] != "msgpack":
         return None
-    packets = unpack(bytes(blob[1]))
+    packets = unpack(typed[1])
     if not isinstance(packets, list) or not 0 <= index < len(packets):
         return None
     node = getattr(packets[index], "node", None)
     return node if isinstance(node, str) else None
 
 
-def upsert_sql(tx: Tx, table: str, *, replace: bool = True) -> str:
+def _mark(dialect: str, column: str) -> str:
+    """The placeholder for a value of ``column`` (JSON columns are ``jsonb`` on PostgreSQL)."""
+    return "CAST(? AS jsonb)" if dialect == "postgres" and column in JSON_COLUMNS else "?"
+
+
+@cache
+def _upsert_sql(dialect: str, table: str, replace: bool = True) -> str:
     """``INSERT`` of a whole row of ``table``; on a key already stored, replace the row
     (``replace``) or keep it."""
-    return _upsert_sql(tx.dialect, table, replace)
-
-
-_UPSERTS: dict[tuple[str, str, bool], str] = {}
-
-
-def _upsert_sql(dialect: str, table: str, replace: bool) -> str:
-    cached = _UPSERTS.get((dialect, table, replace))
-    if cached is not None:
-        return cached
     cols = columns(table)
     pk = primary_key(table)
-    marks = [
-        "CAST(? AS jsonb)" if dialect == "postgres" and c in JSON_COLUMNS else "?" for c in cols
-    ]
     action = (
         "DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in cols if c not in pk)
         if replace
         else "DO NOTHING"
     )
-    sql = (
-        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(marks)}) "
+    marks = ", ".join(_mark(dialect, c) for c in cols)
+    return (
+        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({marks}) "
         f"ON CONFLICT ({', '.join(pk)}) {action}"
     )
-    _UPSERTS[(dialect, table, replace)] = sql
-    return sql
 
 
 def _metadata_json(metadata: dict[str, Any]) -> str:
