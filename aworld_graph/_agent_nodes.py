@@ -19,6 +19,7 @@ from langgraph.config import get_stream_writer
 from langgraph.func import task
 from langgraph.graph import END
 
+from . import tracing
 from .agent import Agent, tools_node_name
 from .errors import DefinitionError
 from .model import ChatModel, ModelResponse, resolve_model
@@ -266,6 +267,7 @@ class AgentRuntime:
             return f"the task reached max_steps={_max_steps(config)} before an answer"
         return None
 
+    @tracing.agent_step("llm")
     async def llm_node(self, state: SwarmState, config: RunnableConfig) -> dict[str, Any]:
         """One model call; appends the assistant message and a trace record."""
         step = _step(config)
@@ -317,7 +319,8 @@ class AgentRuntime:
             def on_token(text: str) -> None:
                 _emit({"event": "token", "agent": self.name, "text": text})
 
-        response = await self.model.complete(
+        response = await tracing.model_call(
+            self.model,
             prompt,
             [s.openai() for s in specs] if offer else None,
             tool_choice=self.model.profile.tool_choice if offer else None,
@@ -437,6 +440,7 @@ class AgentRuntime:
                     return str(result.get("content", ""))
         return None
 
+    @tracing.tool_call
     async def _run_call(
         self, tc: dict[str, Any], messages: list[Message], exclude: set[str], config: RunnableConfig
     ) -> dict[str, Any]:
@@ -512,6 +516,7 @@ class AgentRuntime:
             "duration_ms": round(duration, 3),
         }
 
+    @tracing.agent_step("tools")
     async def tools_node_fn(self, state: SwarmState, config: RunnableConfig) -> dict[str, Any]:
         """Run every tool call of this agent's last message; one tool message per call.
 

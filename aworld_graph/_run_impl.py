@@ -8,7 +8,6 @@ checkpointer and builds the :class:`~aworld_graph.task.TaskResponse`.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +18,7 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from . import tracing
 from ._agent_nodes import TOOL_CALL_TASK
 from .config import DEFAULT_MAX_STEPS, TaskConfig
 from .errors import ThreadBusy
@@ -254,6 +254,7 @@ async def drive(
         return busy, {}
 
 
+@tracing.traced_run
 async def _drive(
     task: Task,
     graph: BuiltGraph,
@@ -328,6 +329,7 @@ async def _drive(
                 chain[int(chunk["metadata"].get("step", -1))] = chunk["config"]["configurable"][
                     "checkpoint_id"
                 ]
+                tracing.checkpoint_saved(chunk)
                 if states and events is not None:
                     events({"event": "state", "checkpoint": chunk})
             elif events is not None:
@@ -403,7 +405,7 @@ async def sub_run(source: Any, request: str, config: RunnableConfig, key: str) -
         finally:
             await close_graph(graph)
 
-    response = await asyncio.get_running_loop().create_task(go(), context=contextvars.Context())
+    response = await asyncio.get_running_loop().create_task(go(), context=tracing.new_context())
     trace = [
         {**r, "thread_id": task.id, "parent_node": key.split(".")[0]}
         for r in response.state.get("trace", [])

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 
+from . import tracing
 from .config import AgentConfig
 from .errors import DefinitionError
 from .model import ChatModel, resolve_model
@@ -121,7 +122,7 @@ class Critic:
                 'Reply with JSON only: {"score": <number from 0 to 1>, "feedback": "<how to improve>"}',
             },
         ]
-        response = await model.complete(prompt)
+        response = await tracing.model_call(model, prompt)
         score, feedback = _parse_llm_verdict(response.content)
         return (
             score,
@@ -134,6 +135,7 @@ class Critic:
             },
         )
 
+    @tracing.critic_step
     async def node(self, state: SwarmState, config: RunnableConfig) -> dict[str, Any]:
         judged = self.judged_name
         output = str((state.get("outputs") or {}).get(judged, state.get("answer") or ""))
