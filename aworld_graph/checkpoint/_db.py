@@ -1,8 +1,7 @@
 """Where checkpoints live: a SQLite file or a PostgreSQL database, behind one small interface.
 
-Everything above this module speaks :class:`Tx` — ``all`` / ``one`` / ``run`` / ``many``
-with ``?`` placeholders — inside :meth:`Database.read` or :meth:`Database.write`. A write
-is one transaction that is committed before ``write()`` returns, or rolled back and raised:
+Everything above this module speaks :class:`Tx` inside a database's ``read()`` or
+``write()``; a write is one transaction, committed before ``write()`` returns or rolled back:
 
 * SQLite: ``BEGIN IMMEDIATE`` on a pooled connection (WAL; ``synchronous=NORMAL`` or
   ``FULL``). Writers of one saver take turns on a lock first, so they queue in Python
@@ -17,22 +16,14 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError, RuntimeFailure
 
-__all__ = [
-    "AT_CHECKPOINT",
-    "Durability",
-    "SqliteDatabase",
-    "PostgresDatabase",
-    "Tx",
-    "is_url",
-    "open_database",
-]
+__all__ = ["AT_CHECKPOINT", "Durability", "SqliteDatabase", "Tx", "is_url", "open_database"]
 
 Durability = Literal["normal", "full"]
 """``normal``: a committed write survives a killed process (SQLite WAL with
@@ -89,63 +80,49 @@ class SqliteDatabase:
 
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            conn = sqlite3.connect(
-                str(self.path),
-                timeout=BUSY_TIMEOUT_S,
-                isolation_level=None,
-                check_same_thread=False,
+        conn = sqlite3.connect(
+            str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise ConfigError(
+                f"cannot switch {self.path} to WAL journal mode (got {mode!r}); put the "
+                "database on a local filesystem"
             )
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise ConfigError(
-                    f"cannot switch {self.path} to WAL journal mode (got {mode!r}); put the "
-                    "database on a local filesystem"
-                )
-            conn.execute(f"PRAGMA synchronous={self._sync}")
-            conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-        except sqlite3.Error as exc:
-            raise sqlite_error(self.path, exc) from None
+        conn.execute(f"PRAGMA synchronous={self._sync}")
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         return conn
 
-    @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        try:
-            conn = self._idle.get_nowait()
-        except queue.Empty:
-            conn = self._connect()
-        try:
-            yield conn
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        self._idle.put(conn)
+    def read(self) -> AbstractContextManager[Tx]:
+        """A read transaction: one consistent snapshot for every statement in it."""
+        return self._session("BEGIN", nullcontext())
+
+    def write(self) -> AbstractContextManager[Tx]:
+        """A write transaction, committed when the block ends, rolled back if it raises."""
+        return self._session("BEGIN IMMEDIATE", self._lock)
+
+    def autocommit(self) -> AbstractContextManager[Tx]:
+        """A connection outside any transaction (``VACUUM``)."""
+        return self._session(None, self._lock)
 
     @contextmanager
-    def read(self) -> Iterator[Tx]:
-        """A read transaction: one consistent snapshot for every statement in it."""
-        with self._connection() as conn, _sqlite_errors(self.path):
-            conn.execute("BEGIN")
+    def _session(self, begin: str | None, lock: AbstractContextManager[Any]) -> Iterator[Tx]:
+        with lock, _sqlite_errors(self.path):
             try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                conn = self._connect()
+            try:
+                if begin:
+                    conn.execute(begin)
                 yield Tx("sqlite", conn)
-            finally:
                 if conn.in_transaction:
                     conn.execute("COMMIT")
-
-    @contextmanager
-    def write(self) -> Iterator[Tx]:
-        """A write transaction, committed when the block ends, rolled back if it raises."""
-        with self._lock, self._connection() as conn, _sqlite_errors(self.path):
-            conn.execute("BEGIN IMMEDIATE")
-            yield Tx("sqlite", conn)
-            conn.execute("COMMIT")
-
-    @contextmanager
-    def autocommit(self) -> Iterator[Tx]:
-        """A connection outside any transaction (``VACUUM``)."""
-        with self._lock, self._connection() as conn, _sqlite_errors(self.path):
-            yield Tx("sqlite", conn)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            self._idle.put(conn)
 
     def close(self) -> None:
         while True:
@@ -155,32 +132,29 @@ class SqliteDatabase:
                 return
 
 
-def sqlite_error(path: Path, exc: sqlite3.Error) -> Exception:
-    """The project error for a low-level SQLite error on ``path``."""
-    text = str(exc)
-    if isinstance(exc, sqlite3.DatabaseError) and any(
-        word in text for word in ("not a database", "malformed", "encrypted", "Could not decode")
-    ):
-        return ConfigError(
-            f"checkpoint database {path} is not a valid SQLite file or is corrupt ({text}). "
-            "Move it aside (or restore a backup) and run again, or point AWORLD_GRAPH_DB / "
-            "--db at another file"
-        )
-    if "unable to open" in text or "readonly" in text:
-        return ConfigError(
-            f"checkpoint database {path}: {text}. Check that the file and its folder exist "
-            "and are writable (SQLite also writes <file>-wal and <file>-shm beside it), or "
-            "point AWORLD_GRAPH_DB / --db at another file"
-        )
-    return RuntimeFailure(f"checkpoint database {path}: {type(exc).__name__}: {text}")
-
-
 @contextmanager
 def _sqlite_errors(path: Path) -> Iterator[None]:
+    """Low-level SQLite errors on ``path`` as the project's errors, saying what to do."""
     try:
         yield
     except sqlite3.Error as exc:
-        raise sqlite_error(path, exc) from exc
+        text = str(exc)
+        if isinstance(exc, sqlite3.DatabaseError) and any(
+            word in text
+            for word in ("not a database", "malformed", "encrypted", "Could not decode")
+        ):
+            raise ConfigError(
+                f"checkpoint database {path} is not a valid SQLite file or is corrupt ({text}). "
+                "Move it aside (or restore a backup) and run again, or point AWORLD_GRAPH_DB / "
+                "--db at another file"
+            ) from exc
+        if "unable to open" in text or "readonly" in text:
+            raise ConfigError(
+                f"checkpoint database {path}: {text}. Check that the file and its folder exist "
+                "and are writable (SQLite also writes <file>-wal and <file>-shm beside it), or "
+                "point AWORLD_GRAPH_DB / --db at another file"
+            ) from exc
+        raise RuntimeFailure(f"checkpoint database {path}: {type(exc).__name__}: {text}") from exc
 
 
 @lru_cache(maxsize=512)
@@ -211,20 +185,18 @@ class PostgresDatabase:
             conn.execute(f"SET synchronous_commit = {commit}")
             conn.commit()
 
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_connections,
+            configure=configure,
+            open=False,
+            timeout=BUSY_TIMEOUT_S,
+        )
         try:
-            self._pool = ConnectionPool(
-                url,
-                min_size=1,
-                max_size=max_connections,
-                configure=configure,
-                open=True,
-                timeout=BUSY_TIMEOUT_S,
-            )
-            self._pool.wait(timeout=30.0)
+            self._pool.open(wait=True, timeout=30.0)
         except Exception as exc:
-            pool = getattr(self, "_pool", None)
-            if pool is not None:
-                pool.close()
+            self._pool.close()
             raise ConfigError(
                 f"cannot connect to the checkpoint database {self.label}: {exc}. Check the "
                 "URL (postgresql://user@host:port/db), that the server runs and accepts you"

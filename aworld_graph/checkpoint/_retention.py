@@ -1,7 +1,7 @@
 """Deleting, copying and pruning checkpoints (each inside the caller's write transaction).
 
-After checkpoints are deleted, :func:`collect_garbage` keeps every value a remaining
-checkpoint refers to, plus the rows its list deltas are built on, and deletes the rest.
+After checkpoints are deleted, every value a remaining checkpoint refers to stays, with the
+rows its list deltas are built on; the other value rows of that thread/namespace go.
 """
 
 from __future__ import annotations
@@ -9,18 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ._db import Tx
+from ._db import AT_CHECKPOINT, Tx
 from ._lease import lock_for_retention
 from ._schema import columns
 
-__all__ = [
-    "delete_threads",
-    "delete_runs",
-    "copy_thread",
-    "keep_last",
-    "delete_older_than",
-    "collect_garbage",
-]
+__all__ = ["delete_threads", "delete_runs", "copy_thread", "prune"]
 
 _BY_CHECKPOINT = ("checkpoints", "checkpoint_writes")
 Unpack = Callable[[bytes], Any]
@@ -33,20 +26,8 @@ def delete_threads(tx: Tx, thread_ids: Sequence[str]) -> None:
         tx.many(f"DELETE FROM {table} WHERE thread_id = ?", [(t,) for t in thread_ids])
 
 
-def _drop(tx: Tx, unpack: Unpack, keys: Iterable[tuple[str, str, str]]) -> set[str]:
-    keys = list(keys)
-    for table in _BY_CHECKPOINT:
-        tx.many(
-            f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            keys,
-        )
-    for thread_id, ns in {(t, ns) for t, ns, _ in keys}:
-        collect_garbage(tx, unpack, thread_id, ns)
-    return {t for t, _, _ in keys}
-
-
-def delete_runs(tx: Tx, unpack: Unpack, run_ids: Sequence[str]) -> set[str]:
-    """Remove the checkpoints (and their writes) made by ``run_ids``; returns thread ids."""
+def delete_runs(tx: Tx, unpack: Unpack, run_ids: Sequence[str]) -> None:
+    """Remove the checkpoints (and their writes) made by ``run_ids``."""
     keys: list[tuple[str, str, str]] = []
     for start in range(0, len(run_ids), 500):
         chunk = list(run_ids[start : start + 500])
@@ -58,7 +39,7 @@ def delete_runs(tx: Tx, unpack: Unpack, run_ids: Sequence[str]) -> set[str]:
             )
         )
     lock_for_retention(tx, [k[0] for k in keys])
-    return _drop(tx, unpack, keys)
+    _drop(tx, unpack, keys)
 
 
 def copy_thread(tx: Tx, source: str, target: str) -> None:
@@ -73,75 +54,58 @@ def copy_thread(tx: Tx, source: str, target: str) -> None:
         )
 
 
-def _scopes(tx: Tx, thread_ids: Sequence[str] | None) -> list[tuple[str, str]]:
+def prune(
+    tx: Tx,
+    unpack: Unpack,
+    thread_ids: Iterable[str] | None,
+    *,
+    keep: int,
+    doomed: str = "1",
+    params: Sequence[Any] = (),
+) -> int:
+    """Delete the checkpoints of each thread/namespace of ``thread_ids`` (all if ``None``)
+    for which the SQL condition ``doomed`` holds, but the ``keep`` newest; returns how many
+    were deleted."""
     if thread_ids is None:
-        rows = tx.all("SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints")
+        scopes = tx.all("SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints")
     else:
-        rows = [
+        scopes = [
             row
             for t in thread_ids
             for row in tx.all(
                 "SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints WHERE thread_id = ?",
-                (t,),
+                (str(t),),
             )
         ]
-    lock_for_retention(tx, [r[0] for r in rows])
-    return rows  # type: ignore[return-value]
-
-
-def keep_last(tx: Tx, unpack: Unpack, keep: int, thread_ids: Sequence[str] | None) -> int:
-    """Keep the ``keep`` newest checkpoints of each thread/namespace; returns rows deleted."""
+    lock_for_retention(tx, [r[0] for r in scopes])
     keys: list[tuple[str, str, str]] = []
-    for thread_id, ns in _scopes(tx, thread_ids):
-        keys.extend(
-            (thread_id, ns, cid)
-            for (cid,) in tx.all(
-                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-                "ORDER BY checkpoint_id DESC LIMIT -1 OFFSET ?"
-                if tx.dialect == "sqlite"
-                else "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND "
-                "checkpoint_ns = ? ORDER BY checkpoint_id DESC OFFSET ?",
-                (thread_id, ns, keep),
-            )
+    for thread_id, ns in scopes:
+        rows = tx.all(
+            f"SELECT checkpoint_id, {doomed} FROM checkpoints WHERE thread_id = ? AND "
+            "checkpoint_ns = ? ORDER BY checkpoint_id DESC",
+            (*params, thread_id, ns),
         )
+        keys.extend((thread_id, ns, cid) for cid, dead in rows[keep:] if dead)
     _drop(tx, unpack, keys)
     return len(keys)
 
 
-def delete_older_than(
-    tx: Tx, unpack: Unpack, cutoff: str, thread_ids: Sequence[str] | None, keep_latest: bool
-) -> int:
-    """Delete checkpoints created before ``cutoff`` (ISO UTC); returns checkpoints deleted.
-
-    With ``keep_latest`` the newest checkpoint of each thread/namespace stays, so every
-    thread can still be resumed."""
-    keys: list[tuple[str, str, str]] = []
-    for thread_id, ns in _scopes(tx, thread_ids):
-        latest = tx.one(
-            "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
-            (thread_id, ns),
-        )
-        for (cid,) in tx.all(
-            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-            "AND created_at < ?",
-            (thread_id, ns, cutoff),
-        ):
-            if not (keep_latest and latest is not None and cid == latest[0]):
-                keys.append((thread_id, ns, cid))
-    _drop(tx, unpack, keys)
-    return len(keys)
+def _drop(tx: Tx, unpack: Unpack, keys: list[tuple[str, str, str]]) -> None:
+    for table in _BY_CHECKPOINT:
+        tx.many(f"DELETE FROM {table} WHERE {AT_CHECKPOINT}", keys)
+    for thread_id, ns in {(t, ns) for t, ns, _ in keys}:
+        _collect_garbage(tx, unpack, thread_id, ns)
 
 
-def collect_garbage(tx: Tx, unpack: Unpack, thread_id: str, ns: str) -> int:
-    """Delete value rows of ``(thread_id, ns)`` that no checkpoint needs; returns the count."""
-    live: set[tuple[str, str]] = set()
+def _collect_garbage(tx: Tx, unpack: Unpack, thread_id: str, ns: str) -> None:
+    """Delete the value rows of ``(thread_id, ns)`` that no checkpoint needs."""
+    live: list[tuple[str, str | None]] = []
     for (blob,) in tx.all(
         "SELECT checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
         (thread_id, ns),
     ):
-        for ch, ver in unpack(bytes(blob))["channel_versions"].items():
-            live.add((ch, str(ver)))
-    bases: dict[tuple[str, str], str | None] = {
+        live.extend((ch, str(ver)) for ch, ver in unpack(bytes(blob))["channel_versions"].items())
+    bases: dict[tuple[str, str | None], str | None] = {
         (ch, ver): base
         for ch, ver, base in tx.all(
             "SELECT channel, version, base_version FROM checkpoint_blobs "
@@ -149,20 +113,13 @@ def collect_garbage(tx: Tx, unpack: Unpack, thread_id: str, ns: str) -> int:
             (thread_id, ns),
         )
     }
-    keep: set[tuple[str, str]] = set()
-    stack = [key for key in live if key in bases]
-    while stack:
-        key = stack.pop()
-        if key in keep:
-            continue
-        keep.add(key)
-        base = bases.get(key)
-        if base is not None and (key[0], base) in bases:
-            stack.append((key[0], base))
-    dead = [(thread_id, ns, ch, ver) for (ch, ver) in bases if (ch, ver) not in keep]
+    keep: set[tuple[str, str | None]] = set()
+    for key in live:  # each value, and the chain of rows its delta is built on
+        while key in bases and key not in keep:
+            keep.add(key)
+            key = (key[0], bases[key])
     tx.many(
         "DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
         "AND channel = ? AND version = ?",
-        dead,
+        [(thread_id, ns, ch, ver) for (ch, ver) in bases if (ch, ver) not in keep],
     )
-    return len(dead)

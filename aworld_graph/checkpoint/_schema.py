@@ -28,39 +28,16 @@ from ..errors import ConfigError
 from . import _legacy
 from ._db import Tx
 
-__all__ = [
-    "FORMAT",
-    "SCHEMA_VERSION",
-    "TRAJECTORY_COLUMNS",
-    "JSON_COLUMNS",
-    "columns",
-    "primary_key",
-    "schema_version",
-    "create",
-    "migrate",
-]
+__all__ = ["SCHEMA_VERSION", "JSON_COLUMNS", "columns", "primary_key", "schema_version", "upgrade"]
 
 FORMAT = "aworld-graph-checkpoints"
 SCHEMA_VERSION = 3
 
-TRAJECTORY_COLUMNS = (
-    "thread_id",
-    "checkpoint_ns",
-    "checkpoint_id",
-    "parent_checkpoint_id",
-    "run_id",
-    "step",
-    "nodes",
-    "source",
-    "created_at",
-    "duration_ms",
-    "changes",
-    "llm_usage",
-    "tool_names",
-    "reward",
-    "error",
+_VIEW_COLUMNS = (
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step, nodes, "
+    "source, created_at, duration_ms, changes, llm_usage, tool_names, reward"
 )
-"""Columns of the ``trajectory`` view, in order."""
+"""Columns of the ``trajectory`` view, in order, but its last: ``error``."""
 
 _KEY = "thread_id TEXT, checkpoint_ns TEXT, "
 # columns as "name TYPE, ..." (TYPE: TEXT, INT, REAL, BLOB, JSON), and the primary key
@@ -88,14 +65,10 @@ _TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
 }
 _TYPES = {
-    "sqlite": {"TEXT": "TEXT", "INT": "INTEGER", "REAL": "FLOAT", "BLOB": "BLOB", "JSON": "TEXT"},
-    "postgres": {
-        "TEXT": "text",
-        "INT": "bigint",
-        "REAL": "double precision",
-        "BLOB": "bytea",
-        "JSON": "jsonb",
-    },
+    "sqlite": dict(TEXT="TEXT", INT="INTEGER", REAL="FLOAT", BLOB="BLOB", JSON="TEXT"),
+    "postgres": dict(
+        TEXT="text", INT="bigint", REAL="double precision", BLOB="bytea", JSON="jsonb"
+    ),
 }
 
 
@@ -126,15 +99,15 @@ def _table_sql(tx: Tx, table: str) -> str:
         + (" DEFAULT ''" if name == "checkpoint_ns" else "")
         for name, kind in _columns(table)
     ]
+    parts.append(f"PRIMARY KEY ({', '.join(pk)})")
     tail = " WITHOUT ROWID" if tx.dialect == "sqlite" else ""
-    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(parts)}, PRIMARY KEY ({', '.join(pk)})){tail}"
+    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(parts)}){tail}"
 
 
 def _view_sql(tx: Tx) -> str:
-    plain = ", ".join(TRAJECTORY_COLUMNS[:-1])
     one = "json_array(w.node)" if tx.dialect == "sqlite" else "jsonb_build_array(w.node)"
     return (
-        f"CREATE VIEW trajectory AS SELECT {plain}, NULL AS error FROM checkpoints "
+        f"CREATE VIEW trajectory AS SELECT {_VIEW_COLUMNS}, NULL AS error FROM checkpoints "
         "UNION ALL SELECT w.thread_id, w.checkpoint_ns, NULL, w.checkpoint_id, c.run_id, "
         f"c.step + 1, {one}, 'error', w.created_at, NULL, NULL, NULL, NULL, NULL, w.error "
         "FROM checkpoint_writes AS w JOIN checkpoints AS c ON c.thread_id = w.thread_id "
@@ -190,33 +163,33 @@ def schema_version(tx: Tx, label: str) -> int | None:
     return version
 
 
-def create(tx: Tx) -> None:
-    """Create every table, index and the view (inside the caller's write transaction)."""
-    tx.run("CREATE TABLE IF NOT EXISTS aworld_meta (key TEXT PRIMARY KEY, value TEXT)")
-    for table in _TABLES:
-        tx.run(_table_sql(tx, table))
-    tx.run(
-        "CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints (run_id) "
-        "WHERE run_id IS NOT NULL"
-    )
-    tx.run(_view_sql(tx))
-    tx.many(
-        "INSERT INTO aworld_meta (key, value) VALUES (?, ?)",
-        [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION))],
-    )
-
-
-def migrate(tx: Tx, serde: Any, version: int) -> None:
-    """Bring a schema-1/2 store to :data:`SCHEMA_VERSION` inside the caller's write
-    transaction: skeleton deltas stored whole, the new columns and table, the new view."""
-    _legacy.store_skeletons_whole(tx, serde)
-    have = {r[1] for r in tx.all("PRAGMA table_info(checkpoint_writes)")}
-    for name in ("node", "error", "created_at"):
-        if name not in have:
-            tx.run(f"ALTER TABLE checkpoint_writes ADD COLUMN {name} TEXT")
-    _legacy.name_write_nodes(tx, serde)
-    tx.run(_table_sql(tx, "checkpoint_leases"))
-    tx.run("DROP VIEW IF EXISTS trajectory")
-    tx.run(_view_sql(tx))
-    tx.run("UPDATE aworld_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
-    del version  # every older version takes the same steps (1 had no deltas to resolve)
+def upgrade(tx: Tx, serde: Any, label: str) -> None:
+    """Create the tables, index and view of a new store, or bring a schema-1/2 one to
+    :data:`SCHEMA_VERSION` (skeleton deltas stored whole, the new columns, table and view),
+    inside the caller's write transaction."""
+    version = schema_version(tx, label)
+    if version is None:
+        tx.run("CREATE TABLE IF NOT EXISTS aworld_meta (key TEXT PRIMARY KEY, value TEXT)")
+        for table in _TABLES:
+            tx.run(_table_sql(tx, table))
+        tx.run(
+            "CREATE INDEX IF NOT EXISTS checkpoints_run_id ON checkpoints (run_id) "
+            "WHERE run_id IS NOT NULL"
+        )
+        tx.run(_view_sql(tx))
+        tx.many(
+            "INSERT INTO aworld_meta (key, value) VALUES (?, ?)",
+            [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION))],
+        )
+    elif version < SCHEMA_VERSION:  # every older version takes the same steps
+        _legacy.store_skeletons_whole(tx, serde)
+        have = {r[1] for r in tx.all("PRAGMA table_info(checkpoint_writes)")}
+        for name in ("node", "error", "created_at"):
+            if name not in have:
+                tx.run(f"ALTER TABLE checkpoint_writes ADD COLUMN {name} TEXT")
+        _legacy.name_write_nodes(tx, serde)
+        tx.run(_table_sql(tx, "checkpoint_leases"))
+        tx.run("DROP VIEW IF EXISTS trajectory")
+        tx.run(_view_sql(tx))
+        sql = "UPDATE aworld_meta SET value = ? WHERE key = 'schema_version'"
+        tx.run(sql, (str(SCHEMA_VERSION),))

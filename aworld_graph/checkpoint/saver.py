@@ -106,10 +106,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         self._guard = threading.Lock()
         self._me = f"{_lease.HOST}:{uuid.uuid4().hex[:12]}"
         self._held: set[str] = set()
-        if self.url:  # a URL without the extra fails here, not on first use
-            self._database()
-        else:
-            open_database(self._target, durability)  # checks the path
+        self._database()  # a bad path, or a URL without the extra, fails here
 
     @property
     def label(self) -> str:
@@ -148,11 +145,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         db = self._database()
         with db.write() as tx:
             if self._version != _schema.SCHEMA_VERSION:
-                version = _schema.schema_version(tx, db.label)
-                if version is None:
-                    _schema.create(tx)
-                elif version < _schema.SCHEMA_VERSION:
-                    _schema.migrate(tx, self.serde, version)
+                _schema.upgrade(tx, self.serde, db.label)
             yield tx
         self._version = _schema.SCHEMA_VERSION
 
@@ -225,10 +218,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         await asyncio.to_thread(held.__enter__)
         try:
             yield
-        except BaseException as exc:
-            await asyncio.to_thread(held.__exit__, type(exc), exc, exc.__traceback__)
-            raise
-        await asyncio.to_thread(held.__exit__, None, None, None)
+        finally:  # hold's own cleanup is the same with or without an exception
+            await asyncio.to_thread(held.__exit__, None, None, None)
 
     def _checked(self, tx: Tx, thread_id: str) -> None:
         _lease.check(tx, thread_id, self._me, thread_id in self._held, self.lease_seconds)
@@ -349,11 +340,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
-        """``"<12-digit counter>.<8 random hex>"``: increasing, and distinct across forks.
-
-        (Two forks of one checkpoint both write version n+1 of a channel; the random part
-        keeps their values apart.) Versions written by other savers keep working: their
-        counter is read back, and the shorter string still sorts after theirs."""
+        """``"<12-digit counter>.<8 random hex>"``: increasing, and distinct across forks (two
+        forks of one checkpoint both write version n+1 of a channel). Another saver's versions
+        keep working: their counter is read back, and this string sorts after theirs."""
         if current is None:
             number = 0
         elif isinstance(current, str):
@@ -364,44 +353,39 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
 
     # -- deleting, copying, pruning ------------------------------------------------------
 
-    def _retain(self, fn: Callable[[Tx], T]) -> T:
+    def _retain(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         with self._writing() as tx:
-            return fn(tx)
+            return fn(tx, *args, **kwargs)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write, value and trajectory row of ``thread_id``."""
-        self._retain(lambda tx: _retention.delete_threads(tx, [str(thread_id)]))
+        self._retain(_retention.delete_threads, [str(thread_id)])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata ``run_id`` is listed."""
-        ids = [str(r) for r in run_ids]
-        if ids:
-            self._retain(lambda tx: _retention.delete_runs(tx, self._unpack, ids))
+        if ids := [str(r) for r in run_ids]:
+            self._retain(_retention.delete_runs, self._unpack, ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy all of ``source_thread_id`` (checkpoints, writes, values) to another thread."""
-        source, target = str(source_thread_id), str(target_thread_id)
-        self._retain(lambda tx: _retention.copy_thread(tx, source, target))
+        self._retain(_retention.copy_thread, str(source_thread_id), str(target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: keep each namespace's newest checkpoint; ``delete``: drop all."""
-        ids = [str(t) for t in thread_ids]
-        if strategy == "delete":
-            if ids:
-                self._retain(lambda tx: _retention.delete_threads(tx, ids))
-        elif strategy == "keep_latest":
-            if ids:
-                self.prune_keep_last(1, ids)
-        else:
+        if strategy not in ("keep_latest", "delete"):
             raise ConfigError(f"prune(strategy={strategy!r}): use 'keep_latest' or 'delete'")
+        ids = [str(t) for t in thread_ids]
+        if ids and strategy == "delete":
+            self._retain(_retention.delete_threads, ids)
+        elif ids:
+            self.prune_keep_last(1, ids)
 
     def prune_keep_last(self, keep: int, thread_ids: Sequence[str] | None = None) -> int:
         """Keep the ``keep`` newest checkpoints per thread/namespace (all threads if ``None``);
         returns the number of checkpoints deleted."""
         if keep < 1:
             raise ConfigError(f"prune_keep_last(keep={keep}): keep at least 1 checkpoint")
-        ids = None if thread_ids is None else [str(t) for t in thread_ids]
-        return self._retain(lambda tx: _retention.keep_last(tx, self._unpack, keep, ids))
+        return self._retain(_retention.prune, self._unpack, thread_ids, keep=keep)
 
     def prune_older_than(
         self,
@@ -415,9 +399,13 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         Returns the number of checkpoints deleted."""
         delta = age if isinstance(age, timedelta) else timedelta(days=float(age))
         cutoff = (datetime.now(UTC) - delta).isoformat()
-        ids = None if thread_ids is None else [str(t) for t in thread_ids]
         return self._retain(
-            lambda tx: _retention.delete_older_than(tx, self._unpack, cutoff, ids, keep_latest)
+            _retention.prune,
+            self._unpack,
+            thread_ids,
+            keep=int(keep_latest),
+            doomed="created_at < ?",
+            params=(cutoff,),
         )
 
     def vacuum(self) -> None:
