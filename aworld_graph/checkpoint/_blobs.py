@@ -17,16 +17,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "EMPTY",
-    "FULL",
-    "DELTA",
-    "BaseInfo",
-    "Row",
-    "encode_channel",
-    "split_array",
-    "array_header",
-]
+__all__ = ["EMPTY", "DELTA", "BaseInfo", "encode_channel", "split_array", "array_header"]
 
 EMPTY, FULL, DELTA = 0, 1, 2
 """Row kinds: the channel has no value at this version / a whole value / appended items."""
@@ -52,13 +43,6 @@ Row = tuple[int, str | None, bytes | None, str | None, int | None, int | None, b
 """A ``checkpoint_blobs`` row's value columns: ``(kind, type, value, base_version, items,
 nbytes, digest, depth)``: a list's total items, the length and BLAKE2b-128 digest of its
 serialized items, and the delta rows back to the nearest full value."""
-
-
-def _digest(*parts: bytes | memoryview) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
-    for part in parts:
-        h.update(part)
-    return h.digest()
 
 
 def split_array(data: bytes) -> tuple[int, int] | None:
@@ -105,4 +89,5 @@ def encode_channel(
                 row = (DELTA, type_, delta, base.version, count, len(body), digest, base.depth + 1)
                 return row, appended
             return (FULL, type_, data, None, count, len(body), digest, 0), appended
-    return (FULL, type_, data, None, count, len(body), _digest(body), 0), None
+    digest = hashlib.blake2b(body, digest_size=16).digest()
+    return (FULL, type_, data, None, count, len(body), digest, 0), None

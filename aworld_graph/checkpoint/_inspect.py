@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ._db import Tx
@@ -61,9 +61,7 @@ class TransitionRow:
     """For a failed step, what went wrong (secrets removed)."""
 
 
-def _json(value: Any, empty: Any) -> Any:
-    if value is None:
-        return empty
+def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
@@ -92,29 +90,21 @@ def transitions(
 ) -> list[TransitionRow]:
     """Every transition of a thread/namespace, oldest first (forks and failed steps
     included; ``errors=False`` for a store not migrated yet, whose view has no errors)."""
-    error = "error" if errors else "NULL"
+    names = [f.name for f in fields(TransitionRow)]  # the view's columns, in another order
     rows = tx.all(
-        "SELECT checkpoint_id, parent_checkpoint_id, step, source, created_at, duration_ms, "
-        f"nodes, changes, llm_usage, tool_names, reward, run_id, {error} FROM trajectory "
+        f"SELECT {', '.join(names[:-1])}, {'error' if errors else 'NULL'} FROM trajectory "
         "WHERE thread_id = ? AND checkpoint_ns = ? "
         "ORDER BY coalesce(checkpoint_id, parent_checkpoint_id || '~')",
         (thread_id, ns),
     )
-    return [
-        TransitionRow(
-            checkpoint_id=cid,
-            parent_checkpoint_id=parent,
-            step=step,
-            source=source,
-            created_at=created,
-            duration_ms=duration,
-            nodes=_json(nodes, []),
-            changes=_json(changes, {}),
-            llm_usage=_json(usage, None),
-            tool_names=_json(tools, []),
-            reward=reward,
-            run_id=run_id,
-            error=err,
+    out = []
+    for row in rows:
+        values = dict(zip(names, row, strict=True))
+        values.update(
+            nodes=_json(values["nodes"]) or [],
+            changes=_json(values["changes"]) or {},
+            llm_usage=_json(values["llm_usage"]),
+            tool_names=_json(values["tool_names"]) or [],
         )
-        for cid, parent, step, source, created, duration, nodes, changes, usage, tools, reward, run_id, err in rows
-    ]
+        out.append(TransitionRow(**values))
+    return out

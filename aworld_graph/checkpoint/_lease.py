@@ -40,29 +40,24 @@ def _alive(host: str, pid: int | None) -> bool:
     return True
 
 
-def _busy(thread_id: str, holder: str, host: str, pid: int | None, expires: float) -> ThreadBusy:
-    left = max(0.0, expires - time.time())
-    return ThreadBusy(
-        f"thread {thread_id!r} is being run by {holder} (host {host}, pid {pid}); a second "
-        "run at the same time would fork its checkpoint chain. Wait for that run to finish "
-        f"(its lease ends in {left:.0f} s if it died on another host), or use another "
-        "thread id",
-        thread_id=thread_id,
-        holder=holder,
-    )
-
-
-def _foreign(tx: Tx, thread_id: str, me: str) -> ThreadBusy | None:
+def _refuse_other_holder(tx: Tx, thread_id: str, me: str) -> None:
+    """Raise :class:`ThreadBusy` while a live holder other than ``me`` has the lease."""
     row = tx.one(
         "SELECT holder, host, pid, expires_at FROM checkpoint_leases WHERE thread_id = ?",
         (thread_id,),
     )
     if row is None or row[0] == me:
-        return None
+        return
     holder, host, pid, expires = row
-    if expires < time.time() or not _alive(host, pid):
-        return None
-    return _busy(thread_id, holder, host, pid, expires)
+    if expires >= time.time() and _alive(host, pid):
+        raise ThreadBusy(
+            f"thread {thread_id!r} is being run by {holder} (host {host}, pid {pid}); a second "
+            "run at the same time would fork its checkpoint chain. Wait for that run to finish "
+            f"(its lease ends in {max(0.0, expires - time.time()):.0f} s if it died on another "
+            "host), or use another thread id",
+            thread_id=thread_id,
+            holder=holder,
+        )
 
 
 def check(tx: Tx, thread_id: str, me: str, held: bool, seconds: float) -> None:
@@ -77,16 +72,12 @@ def check(tx: Tx, thread_id: str, me: str, held: bool, seconds: float) -> None:
         ):
             acquire(tx, thread_id, me, seconds)  # lost (expired and taken back): take again
         return
-    busy = _foreign(tx, thread_id, me)
-    if busy is not None:
-        raise busy
+    _refuse_other_holder(tx, thread_id, me)
 
 
 def acquire(tx: Tx, thread_id: str, me: str, seconds: float) -> None:
     """Take the lease of ``thread_id`` for ``me``, or raise :class:`ThreadBusy`."""
-    busy = _foreign(tx, thread_id, me)
-    if busy is not None:
-        raise busy
+    _refuse_other_holder(tx, thread_id, me)
     tx.run(
         "INSERT INTO checkpoint_leases (thread_id, holder, host, pid, expires_at) "
         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET holder = excluded.holder, "

@@ -22,7 +22,7 @@ from ._blobs import DELTA, EMPTY, array_header, split_array
 from ._db import Tx
 from ._legacy import skeleton
 
-__all__ = ["decoding", "lookup", "page_rows", "stored_values", "to_tuples", "where_clause"]
+__all__ = ["config_of", "decoding", "lookup", "page_rows", "stored_values", "to_tuples"]
 
 _COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata"
 Row = tuple[str, str, str, str | None, bytes, Any]
@@ -58,13 +58,15 @@ def lookup(tx: Tx, thread_id: str, ns: str, checkpoint_id: str | None) -> Row | 
     return row  # type: ignore[return-value]
 
 
-def where_clause(
+def page_rows(
     tx: Tx,
     config: RunnableConfig | None,
     filter: dict[str, Any] | None,
     before: RunnableConfig | None,
-) -> tuple[list[str], list[Any]]:
-    """Conditions and parameters selecting checkpoints for ``list()``.
+    after: tuple[str, str, str] | None,
+    size: int,
+) -> list[Row]:
+    """The next ``size`` rows of a ``list()``, newest first, after ``after``'s key.
 
     Filter keys must be plain identifiers; values are always bound parameters, so nothing
     from a filter is spliced into the SQL text."""
@@ -95,37 +97,21 @@ def where_clause(
     if before is not None and (before_id := get_checkpoint_id(before)):
         clauses.append("checkpoint_id < ?")
         params.append(before_id)
-    return clauses, params
-
-
-def page_rows(
-    tx: Tx,
-    clauses: list[str],
-    params: list[Any],
-    after: tuple[str, str, str] | None,
-    size: int,
-) -> list[Row]:
-    """The next ``size`` rows of a listing, newest first, after ``after``'s key."""
-    conds = list(clauses)
-    args = list(params)
     if after is not None:
-        conds.append("(checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?)")
-        args.extend((after[2], after[0], after[1]))
-    where = ("WHERE " + " AND ".join(conds)) if conds else ""
+        clauses.append("(checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?)")
+        params.extend((after[2], after[0], after[1]))
+    where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
     return tx.all(  # type: ignore[return-value]
         f"SELECT {_COLUMNS} FROM checkpoints {where} "
         "ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT ?",
-        [*args, size],
+        [*params, size],
     )
 
 
-def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    """The config naming one checkpoint."""
     return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": ns,
-            "checkpoint_id": checkpoint_id,
-        }
+        "configurable": dict(thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id)
     }
 
 
@@ -170,10 +156,10 @@ def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[Checkp
         ]
         out.append(
             CheckpointTuple(
-                _config(thread_id, ns, cid),
+                config_of(thread_id, ns, cid),
                 checkpoint,  # type: ignore[arg-type]
                 _metadata(metadata),
-                _config(thread_id, ns, parent_id) if parent_id else None,
+                config_of(thread_id, ns, parent_id) if parent_id else None,
                 pending,
             )
         )

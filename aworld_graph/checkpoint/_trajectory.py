@@ -18,6 +18,7 @@ truncated); ``llm_usage`` — JSON ``{"calls", "prompt_tokens", "completion_toke
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
@@ -27,17 +28,6 @@ from typing import Any
 import orjson
 
 from .._secrets import may_hold_secrets, strip_secrets
-
-
-def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
-
-
-def _fast(value: Any) -> bytes | None:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # orjson writes null; the slow path keeps "nan"/"inf"
-    return orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_DATACLASS)
-
 
 __all__ = ["Transition", "transition_row", "node_from_task_path", "duration_ms", "error_text"]
 
@@ -61,9 +51,8 @@ class Transition:
 
 def node_from_task_path(task_path: str) -> str | None:
     """The node name of a pull task (``"~__pregel_pull, agent"`` → ``"agent"``)."""
-    if task_path.startswith("~__pregel_pull, "):
-        return task_path[len("~__pregel_pull, ") :]
-    return None
+    pull = "~__pregel_pull, "
+    return task_path.removeprefix(pull) if task_path.startswith(pull) else None
 
 
 def error_text(value: Any) -> str:
@@ -96,11 +85,9 @@ def transition_row(t: Transition) -> tuple[Any, ...]:
     trace = [r for r in t.appended.get("trace", ()) if isinstance(r, Mapping)]
     messages = t.appended.get("messages", t.changed.get("messages"))
     messages = messages if isinstance(messages, list) else []
-    nodes = t.nodes
-    if trace:
-        nodes = list(dict.fromkeys([*nodes, *(str(r["node"]) for r in trace if r.get("node"))]))
-    usage = _usage(trace, messages) if trace or messages else None
-    tools = _tool_names(trace, messages) if trace or messages else None
+    nodes = list(dict.fromkeys([*t.nodes, *(str(r["node"]) for r in trace if r.get("node"))]))
+    usage = _usage(trace, messages)
+    tools = _tool_names(trace, messages)
     return (
         _dumps(nodes),
         "{" + ",".join(parts) + "}" if parts else None,
@@ -110,23 +97,24 @@ def transition_row(t: Transition) -> tuple[Any, ...]:
     )
 
 
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
 def _usage(trace: list[Mapping[str, Any]], messages: list[Any]) -> dict[str, int] | None:
-    total = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    for record in trace:
-        usage = record.get("usage")
-        if isinstance(usage, Mapping):
-            total["calls"] += 1
-            for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-                total[key] += _int(usage.get(key))
-    if not trace:
-        for message in messages:
-            usage = getattr(message, "usage_metadata", None)
-            if isinstance(usage, Mapping):
-                total["calls"] += 1
-                total["prompt_tokens"] += _int(usage.get("input_tokens"))
-                total["completion_tokens"] += _int(usage.get("output_tokens"))
-                total["total_tokens"] += _int(usage.get("total_tokens"))
-    return total if total["calls"] else None
+    """Summed usage of the trace's LLM calls, else of the messages' ``usage_metadata``."""
+    if trace:
+        found = [r.get("usage") for r in trace]
+        keys = ("prompt_tokens", "completion_tokens", "total_tokens")
+    else:
+        found = [getattr(m, "usage_metadata", None) for m in messages]
+        keys = ("input_tokens", "output_tokens", "total_tokens")
+    found = [u for u in found if isinstance(u, Mapping)]
+    if not found:
+        return None
+    sums = [sum(_int(u.get(key)) for u in found) for key in keys]
+    names = ("prompt_tokens", "completion_tokens", "total_tokens")
+    return {"calls": len(found), **dict(zip(names, sums, strict=True))}
 
 
 def _tool_names(trace: list[Mapping[str, Any]], messages: list[Any]) -> list[str]:
@@ -169,10 +157,10 @@ def _int(value: Any) -> int:
 
 
 def _channel_json(value: Any) -> str:
-    try:  # short plain JSON without secrets: nothing to shorten or strip
-        raw = _fast(value)
-    except TypeError:
-        raw = None
+    raw = None  # short plain JSON without secrets needs no shortening or stripping
+    if not isinstance(value, float) or math.isfinite(value):  # orjson writes nan as null
+        with contextlib.suppress(TypeError):
+            raw = orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_DATACLASS)
     if raw is not None and len(raw) <= MAX_STRING and not may_hold_secrets(raw):
         return raw.decode()
     text = _dumps(strip_secrets(_plain(value, 0)))

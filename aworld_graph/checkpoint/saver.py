@@ -28,7 +28,7 @@ from ..errors import ConfigError, ThreadBusy
 from . import _lease, _retention, _schema
 from ._db import Durability, Tx, is_url, open_database
 from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
-from ._read import decoding, lookup, page_rows, to_tuples, where_clause
+from ._read import config_of, decoding, lookup, page_rows, to_tuples
 from ._serde import StrictSerializer
 from ._write import prepare_put, prepare_writes, store_put, store_writes
 
@@ -252,13 +252,12 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         while left is None or left > 0:
             size = _PAGE if left is None else min(_PAGE, left)
             with self._reading() as tx:
-                clauses, params = where_clause(tx, config, filter, before)
-                rows = page_rows(tx, clauses, params, after, size)
+                rows = page_rows(tx, config, filter, before, after, size)
                 page = to_tuples(tx, rows, self.serde)
             yield from page
             if len(rows) < size:
                 return
-            after = (rows[-1][0], rows[-1][1], rows[-1][2])
+            after = rows[-1][:3]
             left = None if left is None else left - len(rows)
 
     def threads(self, limit: int | None = None) -> list[ThreadSummary]:
@@ -304,13 +303,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         with self._writing() as tx:
             self._checked(tx, record.thread_id)
             store_put(tx, record, self._unpack, self.snapshot_every)
-        return {
-            "configurable": {
-                "thread_id": record.thread_id,
-                "checkpoint_ns": record.ns,
-                "checkpoint_id": record.checkpoint_id,
-            }
-        }
+        return config_of(record.thread_id, record.ns, record.checkpoint_id)
 
     def put_writes(
         self,
@@ -343,12 +336,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """``"<12-digit counter>.<8 random hex>"``: increasing, and distinct across forks (two
         forks of one checkpoint both write version n+1 of a channel). Another saver's versions
         keep working: their counter is read back, and this string sorts after theirs."""
-        if current is None:
-            number = 0
-        elif isinstance(current, str):
-            number = int(current.split(".", 1)[0])
-        else:
-            number = int(current)
+        number = int(current.split(".", 1)[0]) if isinstance(current, str) else int(current or 0)
         return f"{number + 1:012d}.{random.getrandbits(32):08x}"
 
     # -- deleting, copying, pruning ------------------------------------------------------
