@@ -10,6 +10,7 @@ from . import env as _env  # noqa: F401
 from . import export as _export  # noqa: F401
 from . import optimize as _optimize  # noqa: F401
 from . import run as _run  # noqa: F401
+from . import serve as _serve  # noqa: F401
 from . import spec as _spec  # noqa: F401
 from . import viz as _viz  # noqa: F401
 from ._app import main

@@ -1,0 +1,80 @@
+"""``aworld-graph serve``: the LangGraph Platform API and the live run page over the store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from ..errors import ConfigError
+from ._app import db_option, main
+
+__all__ = ["serve"]
+
+
+@main.command("serve")
+@click.argument("targets", nargs=-1)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=int, default=2024, show_default=True, help="Port to bind.")
+@db_option()
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="Allow a non-loopback --host without AWORLD_GRAPH_API_KEY (anyone who reaches it can run workflows).",
+)
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    help="Allow browser requests from this origin (repeatable); CORS is off by default.",
+)
+@click.option(
+    "--max-body",
+    type=int,
+    default=1 << 20,
+    show_default=True,
+    help="Largest request body accepted, in bytes.",
+)
+def serve(
+    targets: tuple[str, ...],
+    host: str,
+    port: int,
+    db: str | None,
+    insecure: bool,
+    cors_origins: tuple[str, ...],
+    max_body: int,
+) -> None:
+    """Serve TARGETS (workflow .yaml files or MODULE:ATTR; default: workflows/*.yaml) over
+    HTTP: the API that langgraph-sdk and RemoteGraph speak, and a run page at /.
+
+    With AWORLD_GRAPH_API_KEY set, every route but /ok and /health needs the key (header
+    x-api-key; the page: open /?key=KEY)."""
+    try:
+        import uvicorn
+
+        from ..server import API_KEY_ENV, Assistants, check_bind, create_app
+    except ImportError as exc:
+        raise ConfigError(
+            f"aworld-graph serve needs the 'serve' extra ({exc.name} is missing): "
+            "pip install 'aworld-graph[serve]'"
+        ) from None
+    from .run import load_target
+
+    api_key = os.environ.get(API_KEY_ENV) or None
+    check_bind(host, api_key, insecure=insecure)
+    if not targets:
+        targets = tuple(str(p) for p in sorted(Path("workflows").glob("*.yaml")))
+        if not targets:
+            raise ConfigError("no workflows/*.yaml here; name workflow files or MODULE:ATTR")
+    assistants, problems = Assistants.load(targets, load_target)
+    for line in problems:
+        click.echo(f"not served: {line}", err=True)
+    if not list(assistants):
+        raise ConfigError("none of the workflows could be loaded (see above)")
+    app = create_app(
+        assistants, store=db, api_key=api_key, cors_origins=list(cors_origins), max_body=max_body
+    )
+    names = ", ".join(a.assistant_id for a in assistants)
+    click.echo(f"serving {names} on http://{host}:{port} (store: {app.state.server.saver.label})")
+    uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")

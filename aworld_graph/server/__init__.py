@@ -1,0 +1,66 @@
+"""``aworld-graph serve``: the LangGraph Platform / Agent Protocol HTTP API over the library,
+which ``langgraph_sdk.get_client(url=...)`` and ``langgraph.pregel.remote.RemoteGraph`` talk
+to, and a live run page at ``/``.
+
+A run the server starts is an ordinary thread of the store (``Runners``, ``aworld-graph
+resume``, ``viz --run`` and ``export`` see it) and the server sees the runs the CLI made.
+
+>>> app = create_app([Assistant.of(swarm, target="workflows/math.yaml")], store="runs.db")  # doctest: +SKIP
+>>> uvicorn.run(app, host="127.0.0.1", port=2024)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import ConfigError
+from ._assistants import Assistant, Assistants
+from ._http import ServerApp
+
+__all__ = ["API_KEY_ENV", "Assistant", "Assistants", "ServerApp", "check_bind", "create_app"]
+
+API_KEY_ENV = "AWORLD_GRAPH_API_KEY"
+"""With this set, every route but ``/ok`` and ``/health`` needs the key."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, api_key: str | None, *, insecure: bool = False) -> None:
+    """Refuse to serve beyond this machine without an API key, unless ``insecure``."""
+    if not is_loopback(host) and not api_key and not insecure:
+        raise ConfigError(
+            f"refusing to serve on {host} without an API key: anyone who can reach it could "
+            f"run workflows; set {API_KEY_ENV}, bind 127.0.0.1, or pass --insecure"
+        )
+
+
+def create_app(
+    assistants: Iterable[Assistant] | Assistants,
+    *,
+    store: Any = None,
+    api_key: str | None = None,
+    cors_origins: list[str] | None = None,
+    max_body: int = 1 << 20,
+) -> Any:
+    """The ASGI app serving ``assistants`` over ``store`` (a ``TrajectorySaver``, a SQLite
+    path or a ``postgresql://`` URL; default: the library's default store). ``api_key``
+    defaults to ``$AWORLD_GRAPH_API_KEY``; CORS is off unless ``cors_origins`` are given."""
+    from ..checkpoint import TrajectorySaver, open_saver
+
+    saver = store if isinstance(store, TrajectorySaver) else open_saver(store)
+    registry = assistants if isinstance(assistants, Assistants) else Assistants(assistants)
+    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
+    server = ServerApp(registry, saver, api_key=key, cors_origins=cors_origins, max_body=max_body)
+    app = server.app
+    app.state.server = server
+    return app

@@ -1,0 +1,295 @@
+"""The Starlette app: LangGraph Platform / Agent Protocol routes, API-key auth, request limits
+and JSON errors.
+
+Errors are ``{"code", "message"}`` JSON with a 4xx status; an unexpected failure is a 500
+with a one-line message (the traceback goes to the server's log, never to the client).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ._assistants import Assistants
+from ._page import PageRoutes
+from ._run_routes import RunRoutes
+from ._runs import RunManager
+from ._threads import Threads
+from ._wire import ApiError
+
+__all__ = ["ServerApp"]
+
+log = logging.getLogger("aworld_graph.server")
+
+OPEN_PATHS = frozenset({"/ok", "/health"})
+"""Routes that answer without the API key."""
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _key_of(request: Request) -> str | None:
+    key = request.headers.get("x-api-key")
+    if key:
+        return key
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    if request.url.path == "/":  # the page itself: opened as /?key=... (never logged)
+        return request.query_params.get("key")
+    return None
+
+
+class ServerApp:
+    """Routes and shared state of one server."""
+
+    def __init__(
+        self,
+        assistants: Assistants,
+        saver: Any,
+        *,
+        api_key: str | None = None,
+        cors_origins: list[str] | None = None,
+        max_body: int = 1 << 20,
+    ) -> None:
+        self.assistants = assistants
+        self.saver = saver
+        self.api_key = api_key or None
+        self.max_body = max_body
+        self.runs = RunManager(saver)
+        self.threads = Threads(saver, assistants, self.runs)
+        run = RunRoutes(self)
+        page = PageRoutes(self)
+        get, post = ["GET"], ["POST"]
+        table: list[tuple[str, Handler, list[str]]] = [
+            ("/ok", self.ok, get),
+            ("/health", self.ok, get),
+            ("/info", self.info, get),
+            ("/", page.index, get),
+            ("/ui/assistants/{assistant_id:str}/view", page.view, get),
+            ("/ui/threads/{thread_id:str}/run", page.run, get),
+            ("/assistants/search", self.assistants_search, post),
+            ("/assistants/count", self.assistants_count, post),
+            ("/assistants/{assistant_id:str}", self.assistant, get),
+            ("/assistants/{assistant_id:str}/graph", self.assistant_graph, get),
+            ("/assistants/{assistant_id:str}/schemas", self.assistant_schemas, get),
+            ("/assistants/{assistant_id:str}/subgraphs", self.assistant_subgraphs, get),
+            ("/agents/search", self.agents_search, post),
+            ("/agents/{assistant_id:str}", self.agent, get),
+            ("/agents/{assistant_id:str}/schemas", self.assistant_schemas, get),
+            ("/threads", self.thread_create, post),
+            ("/threads/search", self.thread_search, post),
+            ("/threads/count", self.thread_count, post),
+            ("/threads/{thread_id:str}", self.thread_get, get),
+            ("/threads/{thread_id:str}", self.thread_patch, ["PATCH"]),
+            ("/threads/{thread_id:str}", self.thread_delete, ["DELETE"]),
+            ("/threads/{thread_id:str}/copy", self.thread_copy, post),
+            ("/threads/{thread_id:str}/state", self.state_get, get),
+            ("/threads/{thread_id:str}/state", self.state_update, post),
+            ("/threads/{thread_id:str}/state/checkpoint", self.state_at, post),
+            ("/threads/{thread_id:str}/state/{checkpoint_id:str}", self.state_get, get),
+            ("/threads/{thread_id:str}/history", self.history, ["GET", "POST"]),
+            ("/threads/{thread_id:str}/runs", run.create, post),
+            ("/threads/{thread_id:str}/runs", run.list, get),
+            ("/threads/{thread_id:str}/runs/stream", run.stream, post),
+            ("/threads/{thread_id:str}/runs/wait", run.wait, post),
+            ("/threads/{thread_id:str}/runs/{run_id:str}", run.get, get),
+            ("/threads/{thread_id:str}/runs/{run_id:str}", run.delete, ["DELETE"]),
+            ("/threads/{thread_id:str}/runs/{run_id:str}/cancel", run.cancel, post),
+            ("/threads/{thread_id:str}/runs/{run_id:str}/join", run.join, get),
+            ("/threads/{thread_id:str}/runs/{run_id:str}/stream", run.join_stream, get),
+            ("/runs", run.create, post),
+            ("/runs/stream", run.stream, post),
+            ("/runs/wait", run.wait, post),
+            ("/runs/{run_id:str}", run.get, get),
+            ("/runs/{run_id:str}/wait", run.join, get),
+            ("/runs/{run_id:str}/stream", run.join_stream, get),
+            ("/runs/{run_id:str}/cancel", run.cancel, post),
+        ]
+        routes = [Route(path, self._guard(fn), methods=m) for path, fn, m in table]
+        middleware = []
+        if cors_origins:
+            middleware.append(
+                Middleware(
+                    CORSMiddleware,
+                    allow_origins=cors_origins,
+                    allow_methods=["GET", "POST", "PATCH", "DELETE"],
+                    allow_headers=["content-type", "x-api-key", "authorization", "last-event-id"],
+                    expose_headers=["content-location"],
+                )
+            )
+        self.app = Starlette(
+            routes=routes,
+            middleware=middleware,
+            exception_handlers={404: self._not_found, 405: self._not_allowed},
+        )
+        self.app.router.lifespan_context = self._lifespan
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _lifespan(self, app: Starlette) -> Any:
+        import contextlib
+
+        @contextlib.asynccontextmanager
+        async def span() -> Any:
+            yield
+            await self.runs.close()
+
+        return span()
+
+    def _guard(self, fn: Handler) -> Handler:
+        async def guarded(request: Request) -> Response:
+            try:
+                if self.api_key and request.url.path not in OPEN_PATHS:
+                    given = _key_of(request) or ""
+                    if not hmac.compare_digest(given.encode(), self.api_key.encode()):
+                        raise ApiError(
+                            401,
+                            "unauthorized",
+                            "missing or wrong API key: send it in the x-api-key header "
+                            "(langgraph_sdk.get_client(url=..., api_key=...))",
+                        )
+                return await fn(request)
+            except ApiError as exc:
+                return self.error(exc.status, exc.code, exc.message)
+            except Exception:
+                log.exception("%s %s failed", request.method, request.url.path)
+                return self.error(500, "internal", "the server failed on this request; see its log")
+
+        return guarded
+
+    @staticmethod
+    def json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+        body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+        return Response(body, status, headers=dict(headers or {}), media_type="application/json")
+
+    @staticmethod
+    def error(status: int, code: str, message: str) -> Response:
+        return JSONResponse({"code": code, "message": message}, status)
+
+    async def _not_found(self, request: Request, exc: Exception) -> Response:
+        return self.error(404, "not_found", f"no route {request.method} {request.url.path}")
+
+    async def _not_allowed(self, request: Request, exc: Exception) -> Response:
+        return self.error(
+            405, "method_not_allowed", f"{request.method} is not served on {request.url.path}"
+        )
+
+    async def body(self, request: Request) -> dict[str, Any]:
+        """The request's JSON object (at most ``max_body`` bytes); ``{}`` when empty."""
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > self.max_body:
+            raise ApiError(413, "too_large", f"request body over {self.max_body} bytes")
+        raw = bytearray()
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > self.max_body:
+                raise ApiError(413, "too_large", f"request body over {self.max_body} bytes")
+        if not raw.strip():
+            return {}
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError(400, "invalid_json", f"the request body is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ApiError(422, "invalid_body", "the request body must be a JSON object")
+        return data
+
+    # -- misc ------------------------------------------------------------------------------
+
+    async def ok(self, request: Request) -> Response:
+        return self.json({"ok": True})
+
+    async def info(self, request: Request) -> Response:
+        from importlib.metadata import version
+
+        return self.json(
+            {"version": version("aworld-graph"), "flags": {"assistants": True, "crons": False}}
+        )
+
+    # -- assistants ------------------------------------------------------------------------
+
+    async def assistants_search(self, request: Request) -> Response:
+        return self.json(self.assistants.search(await self.body(request)))
+
+    async def assistants_count(self, request: Request) -> Response:
+        body = {**await self.body(request), "limit": 1 << 30, "offset": 0}
+        return self.json(len(self.assistants.search(body)))
+
+    async def assistant(self, request: Request) -> Response:
+        return self.json(self.assistants.get(request.path_params["assistant_id"]).json())
+
+    async def assistant_graph(self, request: Request) -> Response:
+        raw = request.query_params.get("xray", "false").lower()
+        xray: bool | int = int(raw) if raw.isdigit() else raw == "true"
+        found = self.assistants.get(request.path_params["assistant_id"])
+        return self.json(found.graph_json(xray))
+
+    async def assistant_schemas(self, request: Request) -> Response:
+        return self.json(self.assistants.get(request.path_params["assistant_id"]).schemas())
+
+    async def assistant_subgraphs(self, request: Request) -> Response:
+        self.assistants.get(request.path_params["assistant_id"])
+        return self.json({})
+
+    async def agents_search(self, request: Request) -> Response:
+        found = self.assistants.search(await self.body(request))
+        return self.json([self.assistants.get(a["assistant_id"]).agent_json() for a in found])
+
+    async def agent(self, request: Request) -> Response:
+        return self.json(self.assistants.get(request.path_params["assistant_id"]).agent_json())
+
+    # -- threads ---------------------------------------------------------------------------
+
+    async def thread_create(self, request: Request) -> Response:
+        return self.json(await self.threads.create(await self.body(request)))
+
+    async def thread_search(self, request: Request) -> Response:
+        return self.json(await self.threads.search(await self.body(request)))
+
+    async def thread_count(self, request: Request) -> Response:
+        body = {**await self.body(request), "limit": 1 << 30, "offset": 0}
+        return self.json(len(await self.threads.search(body)))
+
+    async def thread_get(self, request: Request) -> Response:
+        return self.json(await self.threads.get(request.path_params["thread_id"]))
+
+    async def thread_patch(self, request: Request) -> Response:
+        body = await self.body(request)
+        return self.json(await self.threads.patch(request.path_params["thread_id"], body))
+
+    async def thread_delete(self, request: Request) -> Response:
+        await self.threads.delete(request.path_params["thread_id"])
+        return Response(status_code=204)
+
+    async def thread_copy(self, request: Request) -> Response:
+        return self.json(await self.threads.copy(request.path_params["thread_id"]))
+
+    async def state_get(self, request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        checkpoint = request.path_params.get("checkpoint_id")
+        return self.json(await self.threads.state(thread_id, checkpoint))
+
+    async def state_at(self, request: Request) -> Response:
+        body = await self.body(request)
+        checkpoint = (body.get("checkpoint") or {}).get("checkpoint_id")
+        return self.json(await self.threads.state(request.path_params["thread_id"], checkpoint))
+
+    async def state_update(self, request: Request) -> Response:
+        body = await self.body(request)
+        return self.json(await self.threads.update_state(request.path_params["thread_id"], body))
+
+    async def history(self, request: Request) -> Response:
+        body: dict[str, Any] = dict(request.query_params)
+        if request.method == "POST":
+            body = await self.body(request)
+        return self.json(await self.threads.history(request.path_params["thread_id"], body))

@@ -1,0 +1,85 @@
+"""The live run page at ``/``: one HTML file with inline script and style (no build step, nothing
+fetched off-host), and the two JSON routes it draws from, both made by :mod:`aworld_graph.viz`:
+an assistant's topology (SVG and node data) and a thread's run path over it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from importlib import resources
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..viz import load_run, render, run_path, view_of
+from ..viz._layout import layout_svg
+from ..viz.html import page_data
+from ._wire import ApiError, clean
+
+__all__ = ["CSP", "PageRoutes"]
+
+CSP = (
+    "default-src 'none'; connect-src 'self'; script-src 'unsafe-inline'; "
+    "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
+"""The page may talk to this server only."""
+
+
+class PageRoutes:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._svgs: dict[str, str] = {}
+
+    async def index(self, request: Request) -> Response:
+        html = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
+        headers = {"Content-Security-Policy": CSP, "Cache-Control": "no-store"}
+        headers["Referrer-Policy"] = "no-referrer"
+        return Response(html, media_type="text/html; charset=utf-8", headers=headers)
+
+    def _svg(self, assistant: Any) -> str:
+        if assistant.assistant_id not in self._svgs:
+            if shutil.which("dot"):
+                text = render(assistant.source, "svg").decode()
+                svg = text[text.index("<svg") :]
+            else:
+                svg = layout_svg(view_of(assistant.source))
+            self._svgs[assistant.assistant_id] = svg
+        return self._svgs[assistant.assistant_id]
+
+    async def view(self, request: Request) -> Response:
+        """``{"svg", "data"}``: the topology drawing and its nodes, edges and cards."""
+        assistant = self.app.assistants.get(request.path_params["assistant_id"])
+        data = page_data(view_of(assistant.source))
+        return self.app.json({"svg": self._svg(assistant), "data": clean(data)})
+
+    async def run(self, request: Request) -> Response:
+        """A thread's run as the viz page reads it: its steps and the route it took, and the
+        checkpoint each superstep made (to fork from)."""
+        thread_id = request.path_params["thread_id"]
+        threads = self.app.threads
+        assistant = await threads.assistant_of(thread_id)
+        if assistant is None:
+            if not await threads.exists(thread_id):
+                raise threads.not_found(thread_id)
+            raise ApiError(409, "unknown_workflow", f"thread {thread_id} ran no served workflow")
+        thread = await threads.get(thread_id)
+        if not thread["values"]:
+            return self.app.json(
+                {"assistant_id": assistant.assistant_id, "thread": thread, "run": None}
+            )
+        response = await load_run(assistant.source, thread_id, self.app.saver)
+        path = run_path(response, view_of(assistant.source))
+        history = await threads.history(thread_id, {"limit": 1000})
+        checkpoints = {
+            h["metadata"].get("step"): h["checkpoint"]["checkpoint_id"] for h in reversed(history)
+        }
+        return self.app.json(
+            {
+                "assistant_id": assistant.assistant_id,
+                "thread": thread,
+                "run": clean(path),
+                "checkpoints": clean(checkpoints),
+            }
+        )

@@ -1,0 +1,305 @@
+"""The run endpoints: create (background), stream over SSE, wait, join, cancel, list.
+
+A run request is checked against the thread before it starts: a resume needs a pending
+interrupt, a new input needs a thread that has not run yet, a continuation (no input) a thread
+that stopped mid-run. A run is never tied to its HTTP request: a client that disconnects
+leaves it going (unless it asked for ``on_disconnect="cancel"``), and it can be joined.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from ._runs import STREAM_MODES, Run
+from ._wire import ApiError, clean, input_text, sse
+
+__all__ = ["RunRoutes"]
+
+_STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
+
+
+def _modes(value: Any) -> list[str]:
+    modes = [value] if isinstance(value, str) else list(value or ["values"])
+    bad = [m for m in modes if m not in STREAM_MODES]
+    if bad:
+        raise ApiError(
+            422,
+            "invalid_stream_mode",
+            f"stream mode {bad[0]!r} is not served; use any of {', '.join(STREAM_MODES)}",
+        )
+    return modes
+
+
+def _wanted(mode: str, modes: list[str]) -> str | None:
+    """The SSE event name of a feed part for a reader of ``modes``, or ``None`` to skip it."""
+    if mode == "error":
+        return "error"
+    if mode == "messages-tuple":
+        return "messages" if "messages-tuple" in modes else None
+    if mode.startswith("messages/"):
+        return mode if "messages" in modes else None
+    return mode if mode in modes else None
+
+
+class RunRoutes:
+    """Handlers for ``/threads/{thread_id}/runs…`` and the thread-less ``/runs…``."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.runs = app.runs
+        self.threads = app.threads
+
+    # -- creating --------------------------------------------------------------------------
+
+    async def _create(self, request: Request, thread_id: str | None) -> tuple[Run, dict[str, Any]]:
+        body = await self.app.body(request)
+        if thread_id is None:
+            thread_id = body.get("thread_id")
+        assistant = self.app.assistants.get(str(body.get("assistant_id") or ""))
+        strategy = str(body.get("multitask_strategy") or "reject")
+        if strategy not in _STRATEGIES:
+            raise ApiError(
+                422, "invalid_strategy", f"multitask_strategy must be one of {_STRATEGIES}"
+            )
+        command = body.get("command") or {}
+        if not isinstance(command, Mapping):
+            raise ApiError(422, "invalid_command", 'command must be an object like {"resume": ...}')
+        if set(command) - {"resume"}:
+            raise ApiError(422, "invalid_command", "only command={'resume': ...} is supported")
+        text = input_text(body.get("input"))
+        has_resume = "resume" in command
+        if has_resume and text is not None:
+            raise ApiError(422, "invalid_run", "send either input or command, not both")
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise ApiError(422, "invalid_metadata", "metadata must be an object")
+        if thread_id is None:  # a stateless run gets a thread of its own
+            thread_id = (await self.threads.create({}))["thread_id"]
+        elif not await self.threads.exists(thread_id):
+            if body.get("if_not_exists") != "create":
+                raise self.threads.not_found(thread_id)
+            await self.threads.create({"thread_id": thread_id})
+        thread_id = str(thread_id)
+        owner = await self.threads.assistant_of(thread_id)
+        if owner is not None and owner.graph_id != assistant.graph_id:
+            raise ApiError(
+                409,
+                "wrong_assistant",
+                f"thread {thread_id} holds runs of {owner.assistant_id}, not "
+                f"{assistant.assistant_id}; start a new thread for another workflow",
+            )
+        busy = bool(self.runs.busy(thread_id))
+        if not busy:  # else it is checked when the runs before it have ended
+            await self._check(thread_id, text, has_resume)
+        fresh = self.threads.fresh.get(thread_id) or {}
+        run = await self.runs.start(
+            thread_id=thread_id,
+            assistant=assistant,
+            text=text,
+            resume=command.get("resume"),
+            multitask_strategy=strategy,
+            metadata={**fresh.get("metadata", {}), **metadata},
+            kwargs={k: body.get(k) for k in ("input", "command", "stream_mode", "config")},
+            check=(lambda: self._check(thread_id, text, has_resume)) if busy else None,
+        )
+        return run, body
+
+    async def _check(self, thread_id: str, text: str | None, has_resume: bool) -> None:
+        state = await self.threads.state(thread_id)
+        started = bool(state["values"]) or state["checkpoint"]["checkpoint_id"] is not None
+        if has_resume and not state["interrupts"]:
+            raise ApiError(
+                409,
+                "no_interrupt",
+                f"thread {thread_id} is not waiting for input, so there is nothing to resume; "
+                + ("send input null to continue it" if state["next"] else "start a new run"),
+            )
+        if text is not None and started:
+            raise ApiError(
+                409,
+                "thread_started",
+                f"thread {thread_id} has a run already; "
+                + (
+                    "answer its interrupt with command={'resume': ...}"
+                    if state["interrupts"]
+                    else "continue it with input null"
+                    if state["next"]
+                    else "start a new thread for a new input"
+                ),
+            )
+        if text is None and not has_resume and not started:
+            raise ApiError(
+                422,
+                "missing_input",
+                f'thread {thread_id} has not run yet: send input, e.g. {{"messages": '
+                '[{"role": "user", "content": "..."}]}',
+            )
+
+    @staticmethod
+    def _location(run: Run) -> dict[str, str]:
+        return {"Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}"}
+
+    async def create(self, request: Request) -> Response:
+        run, _ = await self._create(request, request.path_params.get("thread_id"))
+        return self.app.json(run.json(), headers=self._location(run))
+
+    async def stream(self, request: Request) -> Response:
+        run, body = await self._create(request, request.path_params.get("thread_id"))
+        modes = _modes(body.get("stream_mode"))
+        cancel = body.get("on_disconnect") == "cancel"
+        return self._sse(run, modes, cancel, start=0)
+
+    async def wait(self, request: Request) -> Response:
+        run, _ = await self._create(request, request.path_params.get("thread_id"))
+        return await self._result(run, headers=self._location(run))
+
+    # -- existing runs ---------------------------------------------------------------------
+
+    async def _run(self, request: Request) -> Run:
+        thread_id = request.path_params.get("thread_id")
+        run_id = request.path_params["run_id"]
+        run = self.runs.get(run_id, thread_id)
+        if run is None:
+            raise ApiError(
+                404,
+                "run_not_found",
+                f"no live or recent run {run_id!r}"
+                + (f" on thread {thread_id}" if thread_id else "")
+                + "; GET /threads/THREAD/runs lists a thread's runs",
+            )
+        return run
+
+    async def get(self, request: Request) -> Response:
+        thread_id, run_id = request.path_params.get("thread_id"), request.path_params["run_id"]
+        run = self.runs.get(run_id, thread_id)
+        if run is not None:
+            return self.app.json(run.json())
+        if thread_id:
+            for past in await self.past(thread_id):
+                if past["run_id"] == run_id:
+                    return self.app.json(past)
+        await self._run(request)  # raises the 404
+        raise AssertionError("unreachable")
+
+    async def list(self, request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        if not await self.threads.exists(thread_id):
+            raise self.threads.not_found(thread_id)
+        live = [r.json() for r in self.runs.of_thread(thread_id)]
+        seen = {r["run_id"] for r in live}
+        runs = live + [r for r in await self.past(thread_id) if r["run_id"] not in seen]
+        runs.sort(key=lambda r: r["created_at"], reverse=True)
+        status = request.query_params.get("status")
+        runs = [r for r in runs if not status or r["status"] == status]
+        offset = int(request.query_params.get("offset") or 0)
+        limit = int(request.query_params.get("limit") or 10)
+        return self.app.json(runs[offset : offset + limit])
+
+    async def past(self, thread_id: str) -> list[dict[str, Any]]:
+        """Runs read back from the store (this process did not start them, or has forgotten
+        them): a run's status follows from where the thread stands. The last run of a thread
+        that stopped mid-run – its server was killed – is ``interrupted``; continue it with a
+        new run with input null."""
+        rows = await asyncio.to_thread(self.threads.saver.transitions, thread_id)
+        runs: dict[str, dict[str, Any]] = {}
+        last: str | None = None
+        for row in rows:
+            if not row.run_id:
+                continue
+            entry = runs.setdefault(
+                row.run_id, {"created_at": row.created_at, "error": False, "updated_at": None}
+            )
+            entry["updated_at"] = row.created_at
+            entry["error"] = entry["error"] or bool(row.error)
+            last = row.run_id
+        if not runs:
+            return []
+        thread = await self.threads.get(thread_id)
+        assistant_id = thread["metadata"].get("assistant_id")
+        out = []
+        for run_id, entry in runs.items():
+            status = "error" if entry["error"] else "success"
+            if run_id == last and not self.runs.busy(thread_id):
+                status = {"interrupted": "interrupted", "error": "error"}.get(
+                    thread["status"], status
+                )
+            out.append(
+                {
+                    "run_id": run_id,
+                    "thread_id": thread_id,
+                    "assistant_id": assistant_id,
+                    "created_at": entry["created_at"],
+                    "updated_at": entry["updated_at"],
+                    "status": status,
+                    "metadata": {},
+                    "multitask_strategy": "reject",
+                    "kwargs": {},
+                }
+            )
+        return out
+
+    async def join(self, request: Request) -> Response:
+        return await self._result(await self._run(request))
+
+    async def join_stream(self, request: Request) -> Response:
+        run = await self._run(request)
+        query = request.query_params
+        modes = _modes(query.getlist("stream_mode") or None)
+        cancel = query.get("cancel_on_disconnect", "false").lower() in ("1", "true")
+        last = request.headers.get("last-event-id")
+        start = int(last) + 1 if last and last.isdigit() else 0
+        return self._sse(run, modes, cancel, start=start)
+
+    async def cancel(self, request: Request) -> Response:
+        run = await self._run(request)
+        query = request.query_params
+        wait = query.get("wait", "0").lower() in ("1", "true")
+        await self.runs.cancel(run, action=query.get("action", "interrupt"), wait=wait)
+        return Response(status_code=204 if not wait else 200, content=b"" if not wait else b"{}")
+
+    async def delete(self, request: Request) -> Response:
+        run = await self._run(request)
+        if not run.done.is_set():
+            raise ApiError(409, "run_active", f"run {run.run_id} is going; cancel it first")
+        self.runs.runs.pop(run.run_id, None)
+        return Response(status_code=204)
+
+    # -- results ---------------------------------------------------------------------------
+
+    async def _result(self, run: Run, headers: dict[str, str] | None = None) -> Response:
+        """The thread's values when ``run`` ends (``__error__`` when it failed, as LangGraph's
+        API answers ``wait``/``join``)."""
+        await run.done.wait()
+        values: dict[str, Any] = dict(run.values or {})
+        if run.status == "interrupted" and run.error is None:
+            state = await self.threads.state(run.thread_id)
+            if state["interrupts"]:
+                values["__interrupt__"] = state["interrupts"]
+        if run.error is not None:
+            values["__error__"] = clean(run.error)
+        return self.app.json(values, headers=headers)
+
+    def _sse(self, run: Run, modes: list[str], cancel_on_disconnect: bool, start: int) -> Response:
+        async def events() -> AsyncIterator[bytes]:
+            ended = False
+            try:
+                if start == 0:
+                    yield sse("metadata", {"run_id": run.run_id, "attempt": 1})
+                async for index, mode, data in run.feed.follow(start):
+                    event = _wanted(mode, modes)
+                    if event is not None:
+                        yield sse(event, data, str(index))
+                ended = True
+            finally:
+                if not ended and cancel_on_disconnect and not run.done.is_set():
+                    run.cancel_action = "interrupt"
+                    assert run.task is not None
+                    run.task.cancel()
+
+        headers = {**self._location(run), "Cache-Control": "no-store"}
+        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)

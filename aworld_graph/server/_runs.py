@@ -1,0 +1,342 @@
+"""Runs the server starts: each one is the library's :func:`~aworld_graph._run_impl.drive` on
+its thread, in a task of the server's event loop, so a client that goes away does not stop it.
+
+A run's events go into its :class:`Feed` once, as ``(mode, data)`` stream parts of every
+stream mode; each SSE reader picks the modes it asked for, from the start or from an event id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._run_impl import close_graph, drive, open_graph
+from ..config import TaskConfig
+from ..task import Task
+from ._assistants import Assistant
+from ._wire import ApiError, clean, now
+
+__all__ = ["STREAM_MODES", "Feed", "Run", "RunManager"]
+
+STREAM_MODES = ("values", "updates", "messages", "messages-tuple", "custom", "checkpoints")
+"""The stream modes a run produces."""
+
+_STATUS = {"finished": "success", "interrupted": "interrupted", "error": "error"}
+_STATUS |= {"max_steps": "error", "busy": "error", "running": "interrupted"}
+_KEEP_FINISHED = 2000
+
+
+class Feed:
+    """An append-only list of stream parts that readers follow as it grows."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, Any]] = []
+        self.closed = False
+        self._grew = asyncio.Event()
+
+    def append(self, mode: str, data: Any) -> None:
+        self.items.append((mode, data))
+        self._wake()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        self._grew.set()
+        self._grew = asyncio.Event()
+
+    async def follow(self, start: int = 0) -> AsyncIterator[tuple[int, str, Any]]:
+        """``(index, mode, data)`` from ``start`` on, waiting for more until the feed closes."""
+        i = start
+        while True:
+            grew = self._grew
+            while i < len(self.items):
+                mode, data = self.items[i]
+                yield i, mode, data
+                i += 1
+            if self.closed:
+                return
+            await grew.wait()
+
+
+@dataclass(kw_only=True, eq=False)
+class Run:
+    """One run of an assistant on a thread."""
+
+    run_id: str
+    thread_id: str
+    assistant: Assistant
+    multitask_strategy: str
+    metadata: dict[str, Any]
+    kwargs: dict[str, Any]
+    status: str = "pending"
+    created_at: str = field(default_factory=now)
+    updated_at: str = field(default_factory=now)
+    feed: Feed = field(default_factory=Feed)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    values: dict[str, Any] | None = None
+    """The thread's values when the run ended."""
+    error: dict[str, str] | None = None
+    """``{"error", "message"}`` when it failed."""
+    cancel_action: str | None = None
+
+    def json(self) -> dict[str, Any]:
+        """The API's ``Run`` object."""
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "assistant_id": self.assistant.assistant_id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "status": self.status,
+            "metadata": clean(self.metadata),
+            "multitask_strategy": self.multitask_strategy,
+            "kwargs": clean(self.kwargs),
+        }
+
+
+def _scalars(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if isinstance(v, (str, int, float, bool))}
+
+
+class _Sink:
+    """Turns the library's run events into stream parts of every mode."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.partial: dict[str, str] = {}
+        self.ids: dict[str, str] = {}
+
+    def _message_id(self, agent: str) -> str:
+        return self.ids.setdefault(agent, f"run-{self.run.run_id}-{uuid.uuid4().hex[:8]}")
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        feed, kind = self.run.feed, event.get("event")
+        if kind == "state":
+            values = clean(event["checkpoint"].get("values") or {})
+            self.run.values = values
+            feed.append("values", values)
+            feed.append("checkpoints", clean(event["checkpoint"]))
+            return
+        if kind == "update":
+            updates = clean(event["updates"])
+            feed.append("updates", updates)
+            for node, delta in updates.items():
+                record = delta.get("trace") if isinstance(delta, dict) else None
+                if isinstance(record, dict) and record.get("kind") == "critic":
+                    feed.append("custom", _critic_event(node, record))
+            return
+        feed.append("custom", clean(event))
+        agent = str(event.get("agent") or "")
+        meta = {"langgraph_node": agent, "run_id": self.run.run_id}
+        if kind == "token":
+            ident = self._message_id(agent)
+            text = str(event.get("text") or "")
+            self.partial[agent] = self.partial.get(agent, "") + text
+            chunk = {"type": "AIMessageChunk", "id": ident, "content": text}
+            feed.append("messages-tuple", [chunk, meta])
+            if len(self.partial[agent]) == len(text):
+                feed.append("messages/metadata", {ident: {"metadata": meta}})
+            whole = {"type": "ai", "id": ident, "content": self.partial[agent]}
+            feed.append("messages/partial", [whole])
+        elif kind == "llm_call":
+            ident = self._message_id(agent)
+            calls = [
+                {"id": c.get("id"), "name": c.get("name"), "args": c.get("arguments")}
+                for c in event.get("tool_calls") or []
+            ]
+            message = {
+                "type": "ai",
+                "id": ident,
+                "content": event.get("content") or "",
+                "tool_calls": calls,
+                "usage_metadata": event.get("usage"),
+            }
+            if agent not in self.partial:  # no tokens were streamed: one whole chunk
+                feed.append("messages-tuple", [{**message, "type": "AIMessageChunk"}, meta])
+                feed.append("messages/metadata", {ident: {"metadata": meta}})
+            feed.append("messages/complete", [clean(message)])
+            self.partial.pop(agent, None)
+            self.ids.pop(agent, None)
+
+
+def _critic_event(node: str, record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "event": "critic_score",
+        "critic": node,
+        "judged": record.get("judged"),
+        "score": record.get("score"),
+        "status": record.get("status"),
+        "feedback": record.get("feedback"),
+        "round": record.get("round"),
+    }
+
+
+class RunManager:
+    """The runs of this server process: at most one runs on a thread at a time."""
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+        self.runs: OrderedDict[str, Run] = OrderedDict()
+        self.active: dict[str, list[Run]] = {}
+        """Pending and running runs per thread, in the order they run."""
+
+    def busy(self, thread_id: str) -> list[Run]:
+        return [r for r in self.active.get(thread_id, []) if not r.done.is_set()]
+
+    def get(self, run_id: str, thread_id: str | None = None) -> Run | None:
+        run = self.runs.get(run_id)
+        if run is None or (thread_id is not None and run.thread_id != thread_id):
+            return None
+        return run
+
+    def of_thread(self, thread_id: str) -> list[Run]:
+        return [r for r in self.runs.values() if r.thread_id == thread_id]
+
+    async def start(
+        self,
+        *,
+        thread_id: str,
+        assistant: Assistant,
+        text: str | None,
+        resume: Any,
+        multitask_strategy: str,
+        metadata: dict[str, Any],
+        kwargs: dict[str, Any],
+        check: Callable[[], Awaitable[None]] | None = None,
+    ) -> Run:
+        """Queue a run of ``assistant`` on ``thread_id`` and start it (or, with
+        ``enqueue``, start it when the runs before it on the thread have ended). ``check``
+        runs first (after those runs) and may refuse the run with an ``ApiError``."""
+        running = self.busy(thread_id)
+        if running and multitask_strategy == "reject":
+            raise ApiError(
+                409,
+                "thread_busy",
+                f"thread {thread_id} is busy with run {running[-1].run_id}; wait for it "
+                "(GET .../runs/RUN/join), cancel it, or send multitask_strategy='enqueue'",
+            )
+        if running and multitask_strategy in ("interrupt", "rollback"):
+            for other in running:
+                await self.cancel(other, action=multitask_strategy, wait=True)
+            running = []
+        run = Run(
+            run_id=str(uuid.uuid4()),
+            thread_id=thread_id,
+            assistant=assistant,
+            multitask_strategy=multitask_strategy,
+            metadata=metadata,
+            kwargs=kwargs,
+        )
+        self.runs[run.run_id] = run
+        self._forget_old()
+        before = running[-1] if running else None
+        self.active.setdefault(thread_id, []).append(run)
+        run.task = asyncio.get_running_loop().create_task(
+            self._execute(run, before, check, text, resume)
+        )
+        return run
+
+    def _forget_old(self) -> None:
+        while len(self.runs) > _KEEP_FINISHED:
+            oldest = next(iter(self.runs.values()))
+            if not oldest.done.is_set():
+                break
+            self.runs.pop(oldest.run_id)
+
+    async def _execute(
+        self,
+        run: Run,
+        before: Run | None,
+        check: Callable[[], Awaitable[None]] | None,
+        text: str | None,
+        resume: Any,
+    ) -> None:
+        try:
+            if before is not None:
+                await before.done.wait()
+            if check is not None:
+                await check()
+            await self._drive(run, text, resume)
+        except asyncio.CancelledError:
+            run.status = "interrupted"
+            run.error = {"error": "Cancelled", "message": f"run {run.run_id} was cancelled"}
+            if run.cancel_action == "rollback":
+                await asyncio.to_thread(self.saver.delete_for_runs, [run.run_id])
+        except ApiError as exc:
+            run.status = "error"
+            run.error = {"error": exc.code, "message": exc.message}
+        except Exception as exc:  # reported to the client as an error event; never a traceback
+            run.status = "error"
+            run.error = {"error": type(exc).__name__, "message": str(exc)}
+        finally:
+            if run.error is not None:
+                run.feed.append("error", clean(run.error))
+            run.updated_at = now()
+            run.feed.close()
+            queue = self.active.get(run.thread_id, [])
+            if run in queue:
+                queue.remove(run)
+            if not queue:
+                self.active.pop(run.thread_id, None)
+            run.done.set()
+
+    async def _drive(self, run: Run, text: str | None, resume: Any) -> None:
+        run.status = "running"
+        run.updated_at = now()
+        source = run.assistant.source
+        agent = getattr(source, "agent", None)
+        metadata = _scalars(run.metadata)
+        metadata |= {"assistant_id": run.assistant.assistant_id, "run_id": run.run_id}
+        metadata |= {"graph_id": run.assistant.graph_id}
+        if run.assistant.target:
+            metadata["target"] = run.assistant.target
+        task = Task(
+            input=text or "",
+            agent=agent,
+            swarm=None if agent is not None else source,
+            id=run.thread_id,
+            conf=TaskConfig(stream=True),
+            metadata=metadata,
+        )
+        graph = open_graph(task)
+        try:
+            response, _ = await drive(
+                task, graph, self.saver, resume=resume, events=_Sink(run), states=True
+            )
+        finally:
+            await close_graph(graph)
+        run.values = clean(response.state or run.values or {})
+        if response.interrupts:
+            interrupts = clean(response.interrupts)
+            run.feed.append("values", {**(run.values or {}), "__interrupt__": interrupts})
+        run.status = _STATUS.get(response.status, "error")
+        if run.status == "error":
+            run.error = {"error": response.status, "message": str(response.msg)}
+
+    async def cancel(self, run: Run, *, action: str = "interrupt", wait: bool = False) -> None:
+        """Stop ``run``: its saved checkpoints stay (``interrupt``) or are deleted
+        (``rollback``); the thread continues from its last checkpoint on the next run."""
+        if run.done.is_set():
+            return
+        if action not in ("interrupt", "rollback"):
+            raise ApiError(422, "invalid_action", "action must be 'interrupt' or 'rollback'")
+        run.cancel_action = action
+        assert run.task is not None
+        run.task.cancel()
+        if wait:
+            await run.done.wait()
+
+    async def close(self) -> None:
+        """Cancel every run still going (server shutdown); they stay resumable."""
+        live = [r for r in self.runs.values() if not r.done.is_set()]
+        for run in live:
+            await self.cancel(run)
+        for run in live:
+            await run.done.wait()
