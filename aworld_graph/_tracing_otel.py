@@ -68,6 +68,7 @@ def _signature(fn: Any) -> inspect.Signature:
     return inspect.signature(fn)
 
 
+@functools.cache
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
