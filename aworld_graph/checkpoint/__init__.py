@@ -6,8 +6,7 @@ file or a PostgreSQL database.
 >>> graph = builder.compile(checkpointer=saver)                 # doctest: +SKIP
 
 Besides the checkpoint tables, the store has a ``trajectory`` view with one row per
-transition (see :mod:`aworld_graph.checkpoint._trajectory` for its columns), readable with
-any SQL client::
+transition (its columns: :class:`TransitionRow`'s), readable with any SQL client::
 
     sqlite3 checkpoints/aworld.db "SELECT step, nodes, tool_names, reward FROM trajectory"
 """

@@ -1,17 +1,15 @@
 """Where checkpoints live: a SQLite file or a PostgreSQL database, behind one small interface.
 
 Everything above this module speaks :class:`Tx` inside a database's ``read()`` or
-``write()``; a write is one transaction, committed before ``write()`` returns or rolled back:
-
-* SQLite: ``BEGIN IMMEDIATE`` on a pooled connection (WAL; ``synchronous=NORMAL`` or
-  ``FULL``). Writers of one saver take turns on a lock first, so they queue in Python
-  instead of spinning in SQLite's busy handler; other processes wait on the busy timeout.
-* PostgreSQL: a transaction on a connection from a psycopg 3 pool (``synchronous_commit``
-  ``off`` for ``normal`` durability, ``on`` for ``full``).
+``write()``; a write is one transaction, committed before ``write()`` returns or rolled back.
+SQLite: ``BEGIN IMMEDIATE`` on a pooled connection in WAL mode; the writers of one saver
+take turns on a lock first, so they queue in Python instead of spinning in SQLite's busy
+handler (other processes wait on the busy timeout). PostgreSQL: a psycopg 3 pool.
 """
 
 from __future__ import annotations
 
+import json
 import queue
 import sqlite3
 import threading
@@ -26,10 +24,9 @@ from ..errors import ConfigError, RuntimeFailure
 __all__ = ["AT_CHECKPOINT", "Durability", "SqliteDatabase", "Tx", "is_url", "open_database"]
 
 Durability = Literal["normal", "full"]
-"""``normal``: a committed write survives a killed process (SQLite WAL with
-``synchronous=NORMAL``; PostgreSQL ``synchronous_commit=off``: a server crash may lose the
-last commits). ``full``: it also survives power loss / a server crash (``synchronous=FULL``;
-``synchronous_commit=on``)."""
+"""``normal``: a committed write survives a killed process (SQLite ``synchronous=NORMAL``;
+PostgreSQL ``synchronous_commit=off``, so a server crash may lose the last commits).
+``full``: it also survives power loss or a server crash (``FULL``; ``on``)."""
 
 AT_CHECKPOINT = "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 """The ``WHERE`` condition naming one checkpoint (of ``checkpoints`` or ``checkpoint_writes``)."""
@@ -64,6 +61,10 @@ class Tx:
         rows = list(rows)
         if rows:
             self._cursor.executemany(self._sql(sql), rows)
+
+    def json(self, value: Any) -> Any:
+        """A JSON column's value as read here: text on SQLite, decoded already on PostgreSQL."""
+        return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
 class SqliteDatabase:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -31,7 +30,8 @@ class ThreadSummary:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TransitionRow:
-    """One row of the ``trajectory`` view, JSON columns decoded."""
+    """One row of the ``trajectory`` view (which also has ``thread_id``, ``checkpoint_ns``),
+    JSON columns decoded."""
 
     checkpoint_id: str | None
     """The checkpoint the step made; ``None`` for a step that failed (see ``error``)."""
@@ -46,23 +46,21 @@ class TransitionRow:
     duration_ms: float | None
     """Time since the parent checkpoint."""
     nodes: list[str]
-    """Nodes that ran in the step."""
+    """Nodes that ran in the step (its tasks' writes, and appended ``trace`` records)."""
     changes: dict[str, Any]
-    """Channel → new value (for a list that grew, the appended items)."""
+    """Channel → new value; for a list that grew by appending, the appended items (secrets
+    stripped, large values truncated)."""
     llm_usage: dict[str, int] | None
-    """Summed LLM usage of the step."""
+    """``calls``, ``prompt_tokens``, ``completion_tokens``, ``total_tokens`` summed over the
+    appended ``trace`` records (or LangChain messages' ``usage_metadata``)."""
     tool_names: list[str]
     """Tools called or executed in the step."""
     reward: float | None
-    """The last reward appended in the step."""
+    """The ``score`` of the last item appended to ``rewards`` in the step."""
     run_id: str | None
     """The LangGraph run that made it."""
     error: str | None = None
     """For a failed step, what went wrong (secrets removed)."""
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
 def thread_summaries(tx: Tx, limit: int | None = None) -> list[ThreadSummary]:
@@ -101,10 +99,10 @@ def transitions(
     for row in rows:
         values = dict(zip(names, row, strict=True))
         values.update(
-            nodes=_json(values["nodes"]) or [],
-            changes=_json(values["changes"]) or {},
-            llm_usage=_json(values["llm_usage"]),
-            tool_names=_json(values["tool_names"]) or [],
+            nodes=tx.json(values["nodes"]) or [],
+            changes=tx.json(values["changes"]) or {},
+            llm_usage=tx.json(values["llm_usage"]),
+            tool_names=tx.json(values["tool_names"]) or [],
         )
         out.append(TransitionRow(**values))
     return out

@@ -13,19 +13,17 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import RuntimeFailure
-from ._db import Tx
+from ._db import AT_CHECKPOINT, Tx
 from ._trajectory import error_text, node_from_task_path
 
 __all__ = ["skeleton", "store_skeletons_whole", "name_write_nodes"]
 
 _ANCESTORS = (
-    "WITH RECURSIVE up(id, parent, blob) AS ("
-    "SELECT checkpoint_id, parent_checkpoint_id, checkpoint FROM checkpoints "
-    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
-    "UNION SELECT c.checkpoint_id, c.parent_checkpoint_id, c.checkpoint FROM up "
-    "JOIN checkpoints AS c ON c.thread_id = ? AND c.checkpoint_ns = ? "
-    "AND c.checkpoint_id = up.parent WHERE substr(up.blob, 1, 1) = x'c1') "
-    "SELECT id, parent, blob FROM up"
+    "WITH RECURSIVE up(id, parent, blob) AS (SELECT checkpoint_id, parent_checkpoint_id, "
+    f"checkpoint FROM checkpoints WHERE {AT_CHECKPOINT} UNION SELECT c.checkpoint_id, "
+    "c.parent_checkpoint_id, c.checkpoint FROM up JOIN checkpoints AS c ON c.thread_id = ? "
+    "AND c.checkpoint_ns = ? AND c.checkpoint_id = up.parent WHERE substr(up.blob, 1, 1) = "
+    "x'c1') SELECT id, parent, blob FROM up"
 )
 
 
@@ -65,12 +63,10 @@ def _resolve(
     }
     chain: list[str] = []
     current: str | None = checkpoint_id
-    while current is not None and current in rows and _is_delta(rows[current][1]):
-        if current in chain:
-            break
+    while current in rows and _is_delta(rows[current][1]) and current not in chain:
         chain.append(current)
         current = rows[current][0]
-    if current is None or current not in rows or _is_delta(rows[current][1]):
+    if current not in rows or _is_delta(rows[current][1]):
         raise RuntimeFailure(
             f"checkpoint {checkpoint_id} of thread {thread_id!r} is stored as a delta of "
             f"checkpoint {current}, which is missing: the file was changed outside "
@@ -82,22 +78,19 @@ def _resolve(
     return skeleton  # type: ignore[no-any-return]
 
 
-def store_skeletons_whole(tx: Tx, serde: Any) -> int:
-    """Rewrite every delta skeleton whole (oldest first, so each parent is whole already);
-    returns how many were rewritten."""
+def store_skeletons_whole(tx: Tx, serde: Any) -> None:
+    """Rewrite every delta skeleton whole (oldest first, so each parent is whole already)."""
     unpack: Callable[[bytes], Any] = lambda data: serde.loads_typed(("msgpack", data))  # noqa: E731
     rows = tx.all(
         "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints "
         "WHERE substr(checkpoint, 1, 1) = x'c1' ORDER BY thread_id, checkpoint_ns, checkpoint_id"
     )
     for thread_id, ns, cid in rows:
-        skeleton = _resolve(tx, thread_id, ns, cid, unpack)
+        whole = serde.dumps_typed(_resolve(tx, thread_id, ns, cid, unpack))[1]
         tx.run(
-            "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_ns = ? "
-            "AND checkpoint_id = ?",
-            (serde.dumps_typed(skeleton)[1], thread_id, ns, cid),
+            f"UPDATE checkpoints SET checkpoint = ? WHERE {AT_CHECKPOINT}",
+            (whole, thread_id, ns, cid),
         )
-    return len(rows)
 
 
 def name_write_nodes(tx: Tx, serde: Any) -> None:
@@ -117,7 +110,6 @@ def name_write_nodes(tx: Tx, serde: Any) -> None:
                 error = f"(error value unreadable: {type(exc).__name__})"
         tx.run(
             "UPDATE checkpoint_writes SET node = ?, error = ?, created_at = ? "
-            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? "
-            "AND idx = ?",
+            f"WHERE {AT_CHECKPOINT} AND task_id = ? AND idx = ?",
             (node_from_task_path(path or ""), error, created, thread_id, ns, cid, task_id, idx),
         )

@@ -158,18 +158,12 @@ def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[Checkp
             CheckpointTuple(
                 config_of(thread_id, ns, cid),
                 checkpoint,  # type: ignore[arg-type]
-                _metadata(metadata),
+                tx.json(metadata) or {},
                 config_of(thread_id, ns, parent_id) if parent_id else None,
                 pending,
             )
         )
     return out
-
-
-def _metadata(stored: Any) -> Any:
-    if stored is None:
-        return {}
-    return json.loads(stored) if isinstance(stored, (str, bytes)) else stored
 
 
 def _decode(

@@ -14,10 +14,9 @@ Tables (the same on SQLite and PostgreSQL; JSON is text on SQLite, ``jsonb`` on 
 * ``trajectory`` — a view: a row per transition (each checkpoint), and a row per failed
   step (``source = 'error'``, ``error`` set, no ``checkpoint_id``).
 
-Schema history: 1 the first layout; 2 checkpoint skeletons could be deltas of their
-parents'; 3 (this one) skeletons are whole again, writes name their node and error, leases.
-A file of schema 1 or 2 reads as it is and is migrated in place by the first write (or by
-``aworld-graph migrate``).
+Schema 1 was the first layout; in 2 skeletons could be deltas of their parents'; in 3 they
+are whole again, and writes name their node and error, and leases. A file of schema 1 or 2
+reads as it is and is migrated in place by the first write (or ``aworld-graph migrate``).
 """
 
 from __future__ import annotations

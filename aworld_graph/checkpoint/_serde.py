@@ -6,28 +6,23 @@ with; reading imports that module and calls that name. :class:`StrictSerializer`
 same bytes, never pickles, and rebuilds a named type on read only when it is
 
 (a) one LangGraph itself trusts (``SAFE_MSGPACK_TYPES``: datetime, UUID, LangChain
-    messages, ``Send``, ``Interrupt``, ``Command``…); a method-call extension only for
-    LangGraph's ``SAFE_MSGPACK_METHODS`` (``datetime.fromisoformat``);
+    messages, ``Send``…; a method call only if in ``SAFE_MSGPACK_METHODS``);
 (b) listed in ``allowed_types`` (a class or a ``(module, name)`` pair); or
 (c) a dataclass, pydantic model, Enum or NamedTuple class found by name in a module that
-    is *already imported* in this process (``sys.modules``), outside the standard library
-    and builtins (``sys.stdlib_module_names``) and outside LangGraph's and LangChain's own
-    packages. Reading never imports a module for (c): importing runs code.
+    is *already imported* (``sys.modules``; reading never imports one for (c): importing
+    runs code), outside the standard library and LangGraph's and LangChain's packages.
 
-So application state classes read back with no configuration once the process has imported
-their module (building the graph does). Rebuilding runs the class's own ``__init__`` and
-validators, as in LangGraph. Anything else (``os.system``, ``builtins.eval``, a class of a
-module not imported, an unknown extension) and every ``pickle`` row is refused with
-:class:`~aworld_graph.errors.UnsafeCheckpointValue` naming the type: nothing is called,
-imported or unpickled, and the raw payload is never handed back in its place. A trusted type
-whose constructor rejects the stored data (a field renamed since) comes back as that data,
-with a logged warning, as in LangGraph. Rows of LangGraph's older ``json`` type are read by
-LangGraph's own rules.
+So state classes read back with no configuration once their module is imported (building the
+graph does); rebuilding runs their ``__init__`` and validators, as in LangGraph. Anything
+else (``os.system``, ``builtins.eval``, an unknown extension) and every ``pickle`` row is
+refused with :class:`~aworld_graph.errors.UnsafeCheckpointValue` naming the type: nothing is
+called, imported or unpickled, nor is the raw payload handed back. A trusted type whose
+constructor rejects the stored data (a field renamed since) comes back as that data, with a
+logged warning, as in LangGraph; LangGraph's older ``json`` rows are read by its own rules.
 
 On write, a value holding a type this rule would refuse (a class defined inside a function,
-a standard-library class LangGraph does not trust, a non-data class) raises
-:class:`~aworld_graph.errors.DefinitionError` naming the type and the fix. Plain data (dict,
-list, str, numbers) skips the check.
+a non-data class) raises :class:`~aworld_graph.errors.DefinitionError` naming the type and
+the fix; plain data (dict, list, str, numbers) skips the check.
 """
 
 from __future__ import annotations
@@ -82,11 +77,7 @@ _ALLOW = (
 
 
 class _Refused(Exception):
-    """A type the rule does not rebuild; each side words its own error from it."""
-
-    def __init__(self, dotted: str, reason: str, fix: str) -> None:
-        super().__init__(dotted)
-        self.dotted, self.reason, self.fix = dotted, reason, fix
+    """``(type as module.name, why and what to do)``: a type the rule does not rebuild."""
 
 
 def _is_data_class(target: object) -> bool:
@@ -155,9 +146,9 @@ class StrictSerializer(JsonPlusSerializer):
             try:
                 self._unpack(data, build=False)
             except _Refused as no:
+                dotted, why = no.args
                 raise DefinitionError(
-                    f"cannot checkpoint a value of type {no.dotted}: it could not be read back "
-                    f"({no.reason}). {no.fix}"
+                    f"cannot checkpoint a value of type {dotted}, it could not be read back: {why}"
                 ) from None
         return type_, data
 
@@ -174,9 +165,9 @@ class StrictSerializer(JsonPlusSerializer):
         try:
             return self._unpack(payload, build=True)
         except _Refused as no:
+            dotted, why = no.args
             raise UnsafeCheckpointValue(
-                f"refused to rebuild a checkpoint value of type {no.dotted}: {no.reason}. "
-                f"Nothing was called. {no.fix}"
+                f"refused to rebuild a checkpoint value of type {dotted}: {why}. Nothing was called"
             ) from None
 
     def _unpack(self, payload: bytes, *, build: bool) -> Any:
@@ -244,8 +235,8 @@ class StrictSerializer(JsonPlusSerializer):
         if method is not None and (module, name, method) not in SAFE_MSGPACK_METHODS:
             raise _Refused(
                 dotted,
-                f"the method call {dotted}.{method}() is not one LangGraph trusts",
-                "Store the value as plain data or a dataclass/pydantic model instead",
+                f"the method call {dotted}.{method}() is not one LangGraph trusts. Store the "
+                "value as plain data or a dataclass/pydantic model instead",
             )
         trusted = (module, name) in SAFE_MSGPACK_TYPES or (module, name) in self._allowed
         if trusted:  # LangGraph's own list or the application's explicit one: import it
@@ -253,35 +244,33 @@ class StrictSerializer(JsonPlusSerializer):
         elif top in sys.stdlib_module_names:
             raise _Refused(
                 dotted,
-                "it belongs to the standard library or builtins, whose names can run code, and "
-                "LangGraph does not trust it",
-                listed,
+                "it belongs to the standard library or builtins, whose names can run code, "
+                f"and LangGraph does not trust it. {listed}",
             )
         elif top in _INTERNAL_PACKAGES or top.startswith("langchain_"):
             raise _Refused(
-                dotted, "it is a LangGraph/LangChain internal that LangGraph does not trust", listed
+                dotted,
+                f"it is a LangGraph/LangChain internal LangGraph does not trust. {listed}",
             )
         elif (found := sys.modules.get(module)) is None:
             raise _Refused(
                 dotted,
-                f"its module {module} is not imported in this process, and reading a checkpoint "
-                "never imports one (importing runs code)",
-                "Import the module that defines it before reading (e.g. the one that builds the "
-                f"graph). {listed}",
+                f"its module {module} is not imported in this process, and reading a "
+                "checkpoint never imports one (importing runs code). Import the module that "
+                f"defines it before reading (e.g. the one that builds the graph). {listed}",
             )
         target = getattr(found, name, None)
         if target is None:
             raise _Refused(
                 dotted,
-                f"{module} has no module-level name {name}",
-                "Define the class at module level under that name (not inside a function or "
-                "another class)",
+                f"{module} has no module-level name {name}. Define the class at module level "
+                "under that name (not inside a function or another class)",
             )
         if not trusted and not _is_data_class(target):
             raise _Refused(
                 dotted,
-                "it is not a dataclass, pydantic model, Enum or NamedTuple class",
-                f"Keep graph state to plain data and such classes. {listed}",
+                "it is not a dataclass, pydantic model, Enum or NamedTuple class. Keep graph "
+                f"state to plain data and such classes. {listed}",
             )
         return target
 

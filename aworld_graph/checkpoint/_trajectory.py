@@ -1,19 +1,9 @@
-"""Derive the ``trajectory`` row of one transition (parent checkpoint → new checkpoint).
+"""Derive the ``trajectory`` columns of one transition (parent checkpoint → new checkpoint).
 
-``trajectory`` is a view over the ``checkpoints`` table (the derived columns are stored on
-each checkpoint's row, written in the same transaction). Columns, plain SQLite types, JSON
-as text:
-
-``thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step`` — ids;
-``nodes`` — JSON list of the nodes that ran in this step (from the tasks' pending writes at
-the parent checkpoint and the ``node`` of appended ``trace`` records); ``source`` —
-``input`` | ``loop`` | ``update`` | ``fork``; ``created_at`` — ISO-8601 UTC; ``duration_ms``
-— time since the parent checkpoint; ``changes`` — JSON object channel → new value, or for a
-list that grew by appending, only the appended items (secrets stripped, large values
-truncated); ``llm_usage`` — JSON ``{"calls", "prompt_tokens", "completion_tokens",
-"total_tokens"}`` summed over appended ``trace`` records (or LangChain messages'
-``usage_metadata``); ``tool_names`` — JSON list of tools called or executed in this step;
-``reward`` — the ``score`` of the last item appended to ``rewards`` in this step.
+``trajectory`` is a view over ``checkpoints``, whose rows store these derived columns (written
+in the same transaction as the checkpoint), plus a row per failed step. Its columns are
+those of :class:`~aworld_graph.checkpoint.TransitionRow` and ``thread_id``,
+``checkpoint_ns``, in plain SQLite types with JSON as text (``jsonb`` on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -29,24 +19,12 @@ import orjson
 
 from .._secrets import may_hold_secrets, strip_secrets
 
-__all__ = ["Transition", "transition_row", "node_from_task_path", "duration_ms", "error_text"]
+__all__ = ["transition_row", "node_from_task_path", "duration_ms", "error_text"]
 
 MAX_STRING = 2_000
 MAX_ITEMS = 200
 MAX_CHANNEL_JSON = 32_000
 _SKIP_PREFIXES = ("branch:", "__pregel")
-
-
-@dataclasses.dataclass(kw_only=True, slots=True)
-class Transition:
-    """What one put() changed, before it is encoded into trajectory columns."""
-
-    nodes: list[str]
-    """Nodes that ran in this step, from pending writes at the parent."""
-    changed: dict[str, Any]
-    """Channel → new value for channels whose value was replaced."""
-    appended: dict[str, list[Any]]
-    """Channel → appended items for list channels that grew by appending."""
 
 
 def node_from_task_path(task_path: str) -> str | None:
@@ -74,18 +52,22 @@ def duration_ms(parent_ts: str | None, ts: str) -> float | None:
     return round(delta.total_seconds() * 1000.0, 3)
 
 
-def transition_row(t: Transition) -> tuple[Any, ...]:
-    """The derived columns ``(nodes, changes, llm_usage, tool_names, reward)`` as stored."""
+def transition_row(
+    nodes: list[str], changed: dict[str, Any], appended: dict[str, list[Any]]
+) -> tuple[Any, ...]:
+    """The derived columns ``(nodes, changes, llm_usage, tool_names, reward)`` as stored, of
+    a step in which ``nodes`` ran (from the writes at the parent), the ``changed`` channels
+    got new values and the list channels in ``appended`` grew by those items."""
     parts = [
         f"{_dumps(channel)}:{_channel_json(value)}"
-        for source in (t.changed, t.appended)
+        for source in (changed, appended)
         for channel, value in source.items()
         if not channel.startswith(_SKIP_PREFIXES)
     ]
-    trace = [r for r in t.appended.get("trace", ()) if isinstance(r, Mapping)]
-    messages = t.appended.get("messages", t.changed.get("messages"))
+    trace = [r for r in appended.get("trace", ()) if isinstance(r, Mapping)]
+    messages = appended.get("messages", changed.get("messages"))
     messages = messages if isinstance(messages, list) else []
-    nodes = list(dict.fromkeys([*t.nodes, *(str(r["node"]) for r in trace if r.get("node"))]))
+    nodes = list(dict.fromkeys([*nodes, *(str(r["node"]) for r in trace if r.get("node"))]))
     usage = _usage(trace, messages)
     tools = _tool_names(trace, messages)
     return (
@@ -93,7 +75,7 @@ def transition_row(t: Transition) -> tuple[Any, ...]:
         "{" + ",".join(parts) + "}" if parts else None,
         _dumps(usage) if usage else None,
         _dumps(tools) if tools else None,
-        _reward(t.appended.get("rewards", ())),
+        _reward(appended.get("rewards", ())),
     )
 
 

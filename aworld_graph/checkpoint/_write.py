@@ -1,16 +1,12 @@
 """Writing a checkpoint or a task's writes: serialize first, then one short transaction.
 
 ``prepare_put`` / ``prepare_writes`` serialize in the caller's thread, outside any lock.
-``store_put`` / ``store_writes`` run inside one write transaction and read what they build
-on from the database itself, so what they store is right whatever order LangGraph saves in
-and whoever else wrote or deleted meanwhile:
-
-* a list value whose parent version is stored is written as a delta of it (see
-  :mod:`._blobs`); with no parent row, or no base row, it is written whole;
-* the nodes that ran in the step are read from the writes at the parent (a task's node is
-  stored with its writes); writes saved after the checkpoint that follows them name their
-  node on it;
-* a checkpoint or value put again with the same id replaces the old row.
+``store_put`` / ``store_writes`` run in one write transaction and read what they build on
+from the database itself, so what they store is right whatever order LangGraph saves in and
+whoever else wrote or deleted meanwhile: a list value is a delta of its parent version when
+that is stored (see :mod:`._blobs`); the step's nodes are read from the writes at the parent
+(writes saved after the checkpoint that follows them name their node on it); a checkpoint
+or value put again with the same id replaces the old row.
 """
 
 from __future__ import annotations
@@ -39,7 +35,7 @@ from ._db import AT_CHECKPOINT, Tx
 from ._legacy import skeleton
 from ._read import stored_values
 from ._schema import JSON_COLUMNS, columns, primary_key
-from ._trajectory import Transition, duration_ms, error_text, node_from_task_path, transition_row
+from ._trajectory import duration_ms, error_text, node_from_task_path, transition_row
 
 __all__ = [
     "PutRecord",
@@ -177,7 +173,7 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Callable[[bytes], Any], snapshot_e
         else:
             appended[ch] = added
     nodes = _nodes_at(tx, unpack, (*key, rec.parent_id)) if rec.parent_id else []
-    derived = transition_row(Transition(nodes=nodes, changed=changed, appended=appended))
+    derived = transition_row(nodes, changed, appended)
     tx.many(_upsert_sql(tx.dialect, "checkpoint_blobs"), blob_rows)
     tx.run(
         _upsert_sql(tx.dialect, "checkpoints"),
@@ -250,7 +246,7 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Callable[[bytes], Any]) -> N
         "AND checkpoint_id > ? AND parent_checkpoint_id = ? AND coalesce(source, 'loop') = 'loop'",
         (*key[:2], rec.checkpoint_id, rec.checkpoint_id),
     ):
-        names = json.loads(stored) if isinstance(stored, str) else list(stored or [])
+        names = tx.json(stored) or []
         if node not in names:
             sql = (
                 f"UPDATE checkpoints SET nodes = {_mark(tx.dialect, 'nodes')} WHERE {AT_CHECKPOINT}"
