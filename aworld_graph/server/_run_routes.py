@@ -61,6 +61,7 @@ class RunRoutes:
         if thread_id is None:
             thread_id = body.get("thread_id")
         assistant = self.app.assistants.get(str(body.get("assistant_id") or ""))
+        body["stream_mode"] = _modes(body.get("stream_mode"))
         strategy = str(body.get("multitask_strategy") or "reject")
         if strategy not in _STRATEGIES:
             raise ApiError(
@@ -69,7 +70,7 @@ class RunRoutes:
         command = body.get("command") or {}
         if not isinstance(command, Mapping):
             raise ApiError(422, "invalid_command", 'command must be an object like {"resume": ...}')
-        if set(command) - {"resume"}:
+        if any(v not in (None, (), [], {}) for k, v in command.items() if k != "resume"):
             raise ApiError(422, "invalid_command", "only command={'resume': ...} is supported")
         text = input_text(body.get("input"))
         has_resume = "resume" in command
@@ -150,9 +151,8 @@ class RunRoutes:
 
     async def stream(self, request: Request) -> Response:
         run, body = await self._create(request, request.path_params.get("thread_id"))
-        modes = _modes(body.get("stream_mode"))
         cancel = body.get("on_disconnect") == "cancel"
-        return self._sse(run, modes, cancel, start=0)
+        return self._sse(run, body["stream_mode"], cancel, start=0)
 
     async def wait(self, request: Request) -> Response:
         run, _ = await self._create(request, request.path_params.get("thread_id"))

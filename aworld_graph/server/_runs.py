@@ -119,10 +119,11 @@ class _Sink:
     def __call__(self, event: dict[str, Any]) -> None:
         feed, kind = self.run.feed, event.get("event")
         if kind == "state":
-            values = clean(event["checkpoint"].get("values") or {})
-            self.run.values = values
-            feed.append("values", values)
-            feed.append("checkpoints", clean(event["checkpoint"]))
+            checkpoint = event["checkpoint"]
+            if int((checkpoint.get("metadata") or {}).get("step", -1)) >= 0:  # not the input's
+                self.run.values = clean(checkpoint.get("values") or {})
+                feed.append("values", self.run.values)
+            feed.append("checkpoints", clean(checkpoint))
             return
         if kind == "update":
             updates = clean(event["updates"])
@@ -132,7 +133,11 @@ class _Sink:
                 if isinstance(record, dict) and record.get("kind") == "critic":
                     feed.append("custom", _critic_event(node, record))
             return
-        feed.append("custom", clean(event))
+
+        def put(mode: str, data: Any) -> None:
+            feed.append(mode, clean(data))
+
+        put("custom", event)
         agent = str(event.get("agent") or "")
         meta = {"langgraph_node": agent, "run_id": self.run.run_id}
         if kind == "token":
@@ -140,11 +145,11 @@ class _Sink:
             text = str(event.get("text") or "")
             self.partial[agent] = self.partial.get(agent, "") + text
             chunk = {"type": "AIMessageChunk", "id": ident, "content": text}
-            feed.append("messages-tuple", [chunk, meta])
+            put("messages-tuple", [chunk, meta])
             if len(self.partial[agent]) == len(text):
-                feed.append("messages/metadata", {ident: {"metadata": meta}})
+                put("messages/metadata", {ident: {"metadata": meta}})
             whole = {"type": "ai", "id": ident, "content": self.partial[agent]}
-            feed.append("messages/partial", [whole])
+            put("messages/partial", [whole])
         elif kind == "llm_call":
             ident = self._message_id(agent)
             calls = [
@@ -159,9 +164,9 @@ class _Sink:
                 "usage_metadata": event.get("usage"),
             }
             if agent not in self.partial:  # no tokens were streamed: one whole chunk
-                feed.append("messages-tuple", [{**message, "type": "AIMessageChunk"}, meta])
-                feed.append("messages/metadata", {ident: {"metadata": meta}})
-            feed.append("messages/complete", [clean(message)])
+                put("messages-tuple", [{**message, "type": "AIMessageChunk"}, meta])
+                put("messages/metadata", {ident: {"metadata": meta}})
+            put("messages/complete", [message])
             self.partial.pop(agent, None)
             self.ids.pop(agent, None)
 
