@@ -3,6 +3,7 @@ continues through the API from its last checkpoint; the CLI sees the same thread
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -108,7 +109,8 @@ async def test_killed_mid_run_then_continued_after_restart(
     second.stop()
 
     # an ordinary thread of the store: the CLI finds what it ran (its recorded target)
-    shown = subprocess.run(
+    shown = await asyncio.to_thread(
+        subprocess.run,
         [*CLI, "resume", thread, "--db", str(db)],
         cwd=ROOT,
         capture_output=True,

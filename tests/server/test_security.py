@@ -65,16 +65,18 @@ async def test_api_key_is_required_on_every_route_but_health(
     serve: Callable[..., LiveServer],
 ) -> None:
     server = serve(api_key=KEY)
-    with httpx.Client(base_url=server.url) as http:
-        assert http.get("/ok").json() == {"ok": True}
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        assert (await http.get("/ok")).json() == {"ok": True}
         for method, path in (("POST", "/assistants/search"), ("GET", "/"), ("GET", "/threads/x")):
-            _json_error(http.request(method, path, json={}), 401, "API key")
+            _json_error(await http.request(method, path, json={}), 401, "API key")
         _json_error(
-            http.post("/assistants/search", headers={"x-api-key": KEY + "x"}), 401, "API key"
+            await http.post("/assistants/search", headers={"x-api-key": KEY + "x"}), 401, "API key"
         )
-        ok = http.post("/assistants/search", json={}, headers={"Authorization": f"Bearer {KEY}"})
+        ok = await http.post(
+            "/assistants/search", json={}, headers={"Authorization": f"Bearer {KEY}"}
+        )
         assert ok.status_code == 200 and len(ok.json()) == 3
-        assert http.get(f"/?key={KEY}").status_code == 200
+        assert (await http.get(f"/?key={KEY}")).status_code == 200
     anonymous = get_client(url=server.url, api_key=None)
     with pytest.raises(AuthenticationError):
         await anonymous.assistants.search()
