@@ -480,7 +480,7 @@ class Tracing:
             if reward.get("status"):
                 verdict["gen_ai.evaluation.score.label"] = str(reward["status"])
             if self.capture_content and reward.get("feedback"):
-                verdict["gen_ai.evaluation.explanation"] = content.text(reward["feedback"], 2000)
+                verdict["gen_ai.evaluation.explanation"] = content.text(reward["feedback"])
             span.set_attributes(verdict)
             if isinstance(reward.get("round"), int):
                 span.set_attribute("aworld_graph.evaluation.round", reward["round"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +306,24 @@ def test_a_delegated_member_runs_inside_its_leaders_tool_span(spans: Spans) -> N
     ]
     assert str(delegate["aworld_graph.delegate.thread_id"]).startswith("team-1.")
     assert len({s.context.trace_id for s in spans.all()}) == 1
+
+
+def test_an_mcp_tool_span_names_the_server_and_its_own_tool_name(
+    spans: Spans, tmp_path: Path
+) -> None:
+    mcp_config = {
+        "mcpServers": {
+            "env": {
+                "command": sys.executable,
+                "args": ["-m", "aworld_graph.environment.server", "--root", str(tmp_path)],
+            }
+        }
+    }
+    model = ScriptedModel([tool_call("env__calculator", {"expression": "6*7"}), "42"])
+    agent = Agent(name="mathy", model=model, mcp_config=mcp_config, mcp_servers=["env"])
+    assert Runners.sync_run("6*7?", agent=agent).answer == "42"
+    tool = dict(spans.one("execute_tool calculator").attributes or {})
+    assert tool["gen_ai.tool.name"] == "calculator"
+    assert tool["aworld_graph.tool.server"] == "env"
+    assert tool["aworld_graph.tool.called_as"] == "env__calculator"
+    assert tool["gen_ai.tool.type"] == "extension"
