@@ -88,3 +88,17 @@ def test_a_child_process_traces_from_otel_env_into_its_parents_trace(spans: Span
     assert root.resource["service.name"] == "aworld-child"
     counts = {name: len(collector.named(name)) for name in CALC_TREE}
     assert counts == CALC_TREE
+
+
+def test_an_exporter_the_extra_does_not_ship_is_a_config_error_naming_the_fix() -> None:
+    code = (
+        "from aworld_graph import tracing\n"
+        "from aworld_graph.errors import ConfigError\n"
+        "try:\n    tracing.configure()\nexcept ConfigError as exc:\n    print(exc)\n"
+    )
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "zipkin"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "'zipkin'" in done.stdout and "tracing.configure(tracer_provider=...)" in done.stdout
