@@ -116,54 +116,42 @@ def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 
 
 def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[CheckpointTuple]:
-    """The tuples of ``rows`` (in order), values and pending writes included."""
+    """The tuples of ``rows`` (in order), values and pending writes included; per
+    thread/namespace one query reads the values, one the writes."""
     unpack: Callable[[bytes], Any] = lambda data: serde.loads_typed(("msgpack", data))  # noqa: E731
     scopes: dict[tuple[str, str], list[Row]] = {}
     for row in rows:
         scopes.setdefault((row[0], row[1]), []).append(row)
-    skeletons: dict[tuple[str, str, str], dict[str, Any]] = {}
-    values: dict[tuple[str, str], dict[tuple[str, str], tuple[str, bytes]]] = {}
-    writes: dict[tuple[str, str, str], list[tuple[Any, ...]]] = {}
+    done: dict[tuple[str, str, str], CheckpointTuple] = {}
     for (thread_id, ns), members in scopes.items():
-        need: dict[tuple[str, str], None] = {}
-        for row in members:
-            shape = skeletons[row[:3]] = skeleton(tx, unpack, thread_id, ns, row[2], row[4])
-            for ch, ver in shape["channel_versions"].items():
-                need[(ch, str(ver))] = None
-        values[(thread_id, ns)] = stored_values(tx, thread_id, ns, list(need))
-        ids = sorted({row[2] for row in members})
+        shapes = {row[2]: skeleton(tx, unpack, thread_id, ns, row[2], row[4]) for row in members}
+        need = {
+            (ch, str(v)): None for sh in shapes.values() for ch, v in sh["channel_versions"].items()
+        }
+        found = stored_values(tx, thread_id, ns, list(need))
+        writes: dict[str, list[tuple[str, str, Any]]] = {cid: [] for cid in shapes}
         for cid, task, ch, type_, value in tx.all(
             "SELECT checkpoint_id, task_id, channel, type, value FROM checkpoint_writes "
             "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id BETWEEN ? AND ? "
             "ORDER BY checkpoint_id, task_path, task_id, idx",
-            (thread_id, ns, ids[0], ids[-1]),
+            (thread_id, ns, min(shapes), max(shapes)),
         ):
-            writes.setdefault((thread_id, ns, cid), []).append((task, ch, type_, value))
-    out: list[CheckpointTuple] = []
-    for thread_id, ns, cid, parent_id, _, metadata in rows:
-        found = values[(thread_id, ns)]
-        checkpoint = dict(skeletons[(thread_id, ns, cid)])
-        checkpoint["id"] = cid
-        channel_values: dict[str, Any] = {}
-        for ch, ver in checkpoint["channel_versions"].items():
-            typed = found.get((ch, str(ver)))
-            if typed is not None:
-                channel_values[ch] = _decode(serde, typed, thread_id, cid, ch)
-        checkpoint["channel_values"] = channel_values
-        pending = [
-            (task, ch, _decode(serde, (type_, bytes(value or b"")), thread_id, cid, ch))
-            for task, ch, type_, value in writes.get((thread_id, ns, cid), ())
-        ]
-        out.append(
-            CheckpointTuple(
+            if cid in writes:
+                typed = (type_, bytes(value or b""))
+                writes[cid].append((task, ch, _decode(serde, typed, thread_id, cid, ch)))
+        for _, _, cid, parent_id, _, metadata in members:
+            checkpoint: dict[str, Any] = {**shapes[cid], "id": cid, "channel_values": {}}
+            for ch, ver in checkpoint["channel_versions"].items():
+                if (typed := found.get((ch, str(ver)))) is not None:
+                    checkpoint["channel_values"][ch] = _decode(serde, typed, thread_id, cid, ch)
+            done[(thread_id, ns, cid)] = CheckpointTuple(
                 config_of(thread_id, ns, cid),
                 checkpoint,  # type: ignore[arg-type]
                 tx.json(metadata) or {},
                 config_of(thread_id, ns, parent_id) if parent_id else None,
-                pending,
+                writes[cid],
             )
-        )
-    return out
+    return [done[row[:3]] for row in rows]
 
 
 def _decode(

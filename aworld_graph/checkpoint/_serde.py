@@ -84,12 +84,10 @@ def _is_data_class(target: object) -> bool:
     """Whether ``target`` is a class whose instances are data rebuilt from stored fields."""
     if not isinstance(target, type):
         return False
-    if dataclasses.is_dataclass(target) or issubclass(target, (enum.Enum, pydantic.BaseModel)):
-        return True
-    if issubclass(target, tuple) and hasattr(target, "_fields"):  # NamedTuple
-        return True
     v1 = sys.modules.get("pydantic.v1")
-    return v1 is not None and issubclass(target, v1.BaseModel)
+    models = (enum.Enum, pydantic.BaseModel, *([v1.BaseModel] if v1 else []))
+    named_tuple = issubclass(target, tuple) and hasattr(target, "_fields")
+    return dataclasses.is_dataclass(target) or issubclass(target, models) or named_tuple
 
 
 def _unpackb(data: bytes, hook: Callable[[int, bytes], Any] | None = None) -> Any:
@@ -106,9 +104,8 @@ class StrictSerializer(JsonPlusSerializer):
 
     def __init__(self, *, allowed_types: Iterable[type | tuple[str, ...]] = ()) -> None:
         super().__init__(pickle_fallback=False, allowed_msgpack_modules=tuple(allowed_types))
-        # Readers that decode with the serializer's own hook (LangGraph's loads_typed, the
-        # store's fast loader) must come through loads_typed: the refusal raised inside an
-        # ormsgpack hook only survives there.
+        # Readers decoding with the serializer's own hook (LangGraph's, the store's fast
+        # loader) must come through loads_typed: a refusal inside a hook only survives there.
         self._unpack_ext_hook: Any = None
 
     @property

@@ -293,11 +293,8 @@ def _upsert_sql(dialect: str, table: str, replace: bool = True) -> str:
     (``replace``) or keep it."""
     cols = columns(table)
     pk = primary_key(table)
-    action = (
-        "DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in cols if c not in pk)
-        if replace
-        else "DO NOTHING"
-    )
+    update = ", ".join(f"{c} = excluded.{c}" for c in cols if c not in pk)
+    action = f"DO UPDATE SET {update}" if replace else "DO NOTHING"
     marks = ", ".join(_mark(dialect, c) for c in cols)
     return (
         f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({marks}) "

@@ -52,13 +52,12 @@ def _in_thread(method: Callable[..., T]) -> Callable[..., Any]:
 
 class TrajectorySaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer with a queryable ``trajectory`` view, on one SQLite file or
-    a PostgreSQL database.
+    a PostgreSQL database: ``graph.compile(checkpointer=TrajectorySaver(path))``.
 
-    Drop-in for any LangGraph app: ``graph.compile(checkpointer=TrajectorySaver(path))``.
     Every ``put`` and ``put_writes`` (sync or async) returns once its rows are committed, or
     raises. Each channel value is stored once per version; lists that grow by appending
-    (message lists, traces, rewards) are stored as deltas. Values are msgpack without
-    pickle. Secrets are stripped from metadata and the trajectory before they are written.
+    (messages, traces, rewards) as deltas; values as msgpack without pickle. Secrets are
+    stripped from metadata and the trajectory before they are written.
 
     Args:
         target: A SQLite file path (folders are created on first use) or a
