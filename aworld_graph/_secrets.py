@@ -7,16 +7,33 @@ records need them. The ``env`` mapping of an MCP server entry (a dict with ``com
 ``args``, ``url`` or ``transport``) is dropped whole, and credential-shaped substrings of any
 string (``Bearer …``, ``sk-…``, GitHub, Slack and AWS key formats) are replaced, even under an
 innocent key or inside a longer text.
+
+Secret *values* the project was configured with (the LLM API key, MCP header values and
+credential-like ``env`` values) are registered with :func:`register_secret` when a model or
+sandbox is built; from then on every scrubbed text has them replaced wherever they appear
+(an endpoint echoing the key into an error message, a server printing its token). A tool
+call's ``arguments`` JSON string is decoded, stripped by the same key rule and encoded again,
+so ``{"password": …}`` is dropped there as in any mapping.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import threading
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["REDACTED", "is_secret_key", "may_hold_secrets", "strip_secrets"]
+__all__ = [
+    "REDACTED",
+    "is_secret_key",
+    "may_hold_secrets",
+    "mentions_registered_secret",
+    "register_secret",
+    "scrub_text",
+    "strip_secrets",
+]
 
 REDACTED = "[redacted]"
 """What a secret-looking string value is replaced with."""
@@ -45,6 +62,52 @@ _SUSPECT = (
 """Lower-case fragments of anything :func:`strip_secrets` would change (and more)."""
 
 
+_MIN_KNOWN = 8
+"""Shorter values are not registered: replacing a common short word everywhere would garble
+texts, and a real key is longer."""
+_TOKEN_SHAPED = re.compile(r"(?=.*\d)(?=.*[A-Za-z])[A-Za-z0-9_\-.=+~]{16,}")
+_known: frozenset[str] = frozenset()
+_known_json: tuple[str, ...] = ()
+_known_pattern: re.Pattern[str] | None = None
+_known_lock = threading.Lock()
+
+
+def register_secret(value: object, key: str | None = None) -> None:
+    """Remember a configured secret value: every text scrubbed from now on has it replaced.
+
+    With ``key`` (an ``env`` variable or header name) the value is registered only when the
+    key names a credential (:func:`is_secret_key`) or the value is token-shaped (16+ letters
+    and digits, no path or spaces), so ``PATH``-like values stay readable. ``Bearer abc…``
+    registers the token alone too. Values under 8 characters are ignored.
+    """
+    global _known, _known_json, _known_pattern
+    if not isinstance(value, str):
+        return
+    if key is not None and not (is_secret_key(key) or _TOKEN_SHAPED.fullmatch(value)):
+        if not any(_TOKEN_SHAPED.fullmatch(part) for part in value.split()[1:]):
+            return
+    found = {value.strip(), *value.split()[1:]}
+    found = {v for v in found if len(v) >= _MIN_KNOWN}
+    with _known_lock:
+        if found <= _known:
+            return
+        known = _known | found
+        ordered = sorted(known, key=len, reverse=True)
+        _known_pattern = re.compile("|".join(map(re.escape, ordered)))
+        _known_json = tuple(json.dumps(v)[1:-1].lower() for v in ordered)
+        _known = frozenset(known)
+
+
+def scrub_text(text: str) -> str:
+    """``text`` with registered secret values and credential-shaped substrings replaced."""
+    pattern = _known_pattern
+    if pattern is not None:
+        text = pattern.sub(REDACTED, text)
+    if _SECRET_VALUE.search(text):
+        text = _SECRET_VALUE.sub(REDACTED, text)
+    return text
+
+
 def may_hold_secrets(json_text: str | bytes) -> bool:
     """``False`` when the JSON text of a value has nothing :func:`strip_secrets` removes,
     so the value can be stored as is (substring scans of the text instead of a deep copy;
@@ -52,7 +115,13 @@ def may_hold_secrets(json_text: str | bytes) -> bool:
     if isinstance(json_text, bytes):
         json_text = json_text.decode("utf-8", "replace")
     text = json_text.lower()
-    return any(fragment in text for fragment in _SUSPECT)
+    return any(fragment in text for fragment in _SUSPECT) or mentions_registered_secret(text)
+
+
+def mentions_registered_secret(text: str) -> bool:
+    """Whether (lower-cased JSON) ``text`` may contain a value given to :func:`register_secret`."""
+    low = text.lower()
+    return any(secret in low for secret in _known_json)
 
 
 def is_secret_key(key: object) -> bool:
@@ -80,6 +149,9 @@ def strip_secrets(value: Any, _depth: int = 0) -> Any:
         for key, item in value.items():
             if (isinstance(key, str) and _is_secret_name(key)) or (mcp_entry and key == "env"):
                 continue
+            if key == "arguments" and isinstance(item, str):
+                out[key] = _stripped_arguments(item, _depth)
+                continue
             out[key] = (
                 item
                 if item is None or isinstance(item, (int, float))
@@ -90,6 +162,18 @@ def strip_secrets(value: Any, _depth: int = 0) -> Any:
         return [strip_secrets(item, _depth + 1) for item in value]
     if isinstance(value, tuple):
         return tuple(strip_secrets(item, _depth + 1) for item in value)
-    if isinstance(value, str) and _SECRET_VALUE.search(value):
-        return _SECRET_VALUE.sub(REDACTED, value)
+    if isinstance(value, str):
+        return scrub_text(value)
     return value
+
+
+def _stripped_arguments(text: str, depth: int) -> str:
+    """A tool call's JSON ``arguments`` with the same rule applied inside (kept as text)."""
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return scrub_text(text)
+    if not isinstance(decoded, (dict, list)):
+        return scrub_text(text)
+    stripped = strip_secrets(decoded, depth + 1)
+    return text if stripped == decoded else json.dumps(stripped, ensure_ascii=False)

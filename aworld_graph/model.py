@@ -2,8 +2,12 @@
 
 :class:`OpenAIModel` talks to any OpenAI-compatible endpoint (OpenAI, vLLM, a llama.cpp
 server) through ``openai.AsyncOpenAI``; the client's own retry loop handles 429, 5xx and
-timeouts with exponential backoff. Each call is captured as a :class:`ModelResponse` with the
-tool calls, usage, latency and the raw response.
+timeouts with exponential backoff. A 200 whose body is not a chat completion (an HTML page
+from a proxy, truncated JSON) is retried the same way, then raised as :class:`ModelError`
+naming the endpoint. A reply longer than ``max_output_chars`` is refused with a
+:class:`ModelError` (a runaway generation would otherwise be stored in every checkpoint
+after it). Each call is captured as a :class:`ModelResponse` with the tool calls, usage,
+latency and the raw response.
 
 The fakes :class:`~aworld_graph.testing.FunctionModel` and
 :class:`~aworld_graph.testing.ScriptedModel` implement the same :class:`ChatModel` protocol.
@@ -25,6 +29,7 @@ from urllib.parse import urlsplit
 
 import openai
 
+from ._secrets import register_secret, scrub_text
 from .config import AgentConfig
 from .errors import ModelError, UnexpectedModelCall
 
@@ -40,6 +45,11 @@ __all__ = [
 ]
 
 TokenCallback = Callable[[str], None]
+
+MAX_OUTPUT_CHARS = 1_000_000
+"""Default cap on one reply's text plus tool-call arguments (characters)."""
+RETRY_BASE_S = 0.5
+"""First backoff before retrying an unusable 200 reply; doubles per retry (as ``openai``)."""
 
 _SAMPLING_TEMPERATURE: ContextVar[float | None] = ContextVar(
     "aworld_graph_sampling_temperature", default=None
@@ -199,8 +209,12 @@ class OpenAIModel:
         params: dict[str, Any] | None = None,
         profile: ModelProfile | None = None,
         client: openai.AsyncOpenAI | None = None,
+        max_output_chars: int = MAX_OUTPUT_CHARS,
     ) -> None:
         self.name = model
+        self.max_output_chars = max_output_chars
+        """Longest reply (text plus tool-call arguments) accepted; longer is a ModelError."""
+        self.max_retries = max_retries
         self.base_url = base_url
         self.temperature = temperature
         self.params = dict(params or {})
@@ -209,6 +223,7 @@ class OpenAIModel:
         self._client = client
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._keeper: AsyncIterator[None] | None = None
+        register_secret(api_key)  # an endpoint may echo it into an error message
         self._client_args: dict[str, Any] = {
             "api_key": api_key or "not-needed",
             "base_url": base_url,
@@ -263,30 +278,78 @@ class OpenAIModel:
         if (override := _SAMPLING_TEMPERATURE.get()) is not None:
             kwargs["temperature"] = override
         started = time.perf_counter()
+        attempt = 0
+        while True:
+            try:
+                response = await self._call(kwargs, on_token)
+                break
+            except _Unusable as bad:
+                if attempt >= self.max_retries:
+                    raise ModelError(
+                        f"model endpoint {self._where()} answered model {self.name!r} with a "
+                        f"body that is not a chat completion ({bad}; {attempt + 1} attempt(s)); "
+                        "check LLM_BASE_URL (it must be the "
+                        "OpenAI-compatible /v1 URL, not a web page or proxy) or the server's log"
+                    ) from None
+                await asyncio.sleep(RETRY_BASE_S * 2**attempt)
+                attempt += 1
+        response.latency_ms = (time.perf_counter() - started) * 1000
+        return response
+
+    def _where(self) -> str:
+        return self.base_url or "api.openai.com"
+
+    async def _call(self, kwargs: dict[str, Any], on_token: TokenCallback | None) -> ModelResponse:
+        """One request (with the client's own retries); an unusable body raises _Unusable."""
         try:
             if on_token is not None:
                 response = await self._stream(kwargs, on_token)
             else:
                 completion = await (await self._current_client()).chat.completions.create(**kwargs)
+                if isinstance(completion, str):  # openai hands back a non-JSON body as is
+                    raise _Unusable(f"{_content_kind(completion)}: {_short(completion, 120)!r}")
+                if not isinstance(getattr(completion, "choices", None), list):
+                    shown = _short(str(completion.model_dump(mode="json")), 120)
+                    raise _Unusable(f"JSON without choices: {shown!r}")
+                self._check_size(
+                    sum(
+                        len(c.message.content or "")
+                        + sum(len(t.function.arguments or "") for t in c.message.tool_calls or [])
+                        for c in completion.choices
+                        if c.message is not None
+                    )
+                )
                 response = _from_completion(completion)
+        except (ValueError, openai.APIResponseValidationError) as exc:  # JSONDecodeError included
+            doc = getattr(exc, "doc", None)
+            shown = f": {_short(doc, 120)!r}" if isinstance(doc, str) else ""
+            raise _Unusable(f"{type(exc).__name__}: {_short(str(exc), 120)}{shown}") from None
         except openai.APIStatusError as exc:
             raise ModelError(
-                f"model endpoint {self.base_url or 'api.openai.com'} answered HTTP "
+                f"model endpoint {self._where()} answered HTTP "
                 f"{exc.status_code} for model {self.name!r}: {_short(exc.message)}; "
                 "check LLM_BASE_URL / LLM_MODEL_NAME / the key, or the server's log"
             ) from exc
         except openai.APITimeoutError as exc:
             raise ModelError(
-                f"model endpoint {self.base_url or 'api.openai.com'} timed out after retries; "
+                f"model endpoint {self._where()} timed out after retries; "
                 "raise AgentConfig.timeout or check the server"
             ) from exc
         except openai.APIConnectionError as exc:
             raise ModelError(
-                f"cannot reach model endpoint {self.base_url or 'api.openai.com'}: "
+                f"cannot reach model endpoint {self._where()}: "
                 f"{_short(str(exc.__cause__ or exc))}; is the server running?"
             ) from exc
-        response.latency_ms = (time.perf_counter() - started) * 1000
         return response
+
+    def _check_size(self, chars: int) -> None:
+        if chars > self.max_output_chars:
+            raise ModelError(
+                f"model {self.name!r} at {self._where()} answered with more than "
+                f"{self.max_output_chars:,} characters ({chars:,}); the reply was refused, not "
+                "stored. Limit the reply (max_tokens in AgentConfig.params) or raise "
+                "OpenAIModel(max_output_chars=...)"
+            )
 
     async def _stream(self, kwargs: dict[str, Any], on_token: TokenCallback) -> ModelResponse:
         kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
@@ -296,7 +359,10 @@ class OpenAIModel:
         usage = Usage()
         model = self.name
         finish: str | None = None
+        size = 0
+        chunks = 0
         async for chunk in stream:
+            chunks += 1
             model = chunk.model or model
             if chunk.usage is not None:
                 usage = _usage(chunk.usage)
@@ -305,6 +371,7 @@ class OpenAIModel:
                 finish = choice.finish_reason or finish
                 if delta.content:
                     text.append(delta.content)
+                    size += len(delta.content)
                     on_token(delta.content)
                 for tc in delta.tool_calls or []:
                     slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
@@ -312,6 +379,12 @@ class OpenAIModel:
                     if tc.function is not None:
                         slot["name"] += tc.function.name or ""
                         slot["arguments"] += tc.function.arguments or ""
+                        size += len(tc.function.arguments or "")
+                if size > self.max_output_chars:
+                    await stream.close()
+                    self._check_size(size)
+        if not chunks:
+            raise _Unusable("a stream without a single completion chunk (not server-sent events)")
         tool_calls = [
             ToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"])
             for i, c in sorted(calls.items())
@@ -342,8 +415,18 @@ class OpenAIModel:
         )
 
 
+class _Unusable(Exception):
+    """A 200 reply whose body is not a chat completion; retried, then a ModelError."""
+
+
+def _content_kind(body: object) -> str:
+    text = str(body).lstrip()[:200].lower()
+    return "an HTML page" if text.startswith(("<!doctype", "<html", "<")) else "not JSON"
+
+
 def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
+    """One line of at most ``limit`` characters, secrets replaced (an endpoint may echo a key)."""
+    text = scrub_text(" ".join(text[: limit * 4].split()))
     return text if len(text) <= limit else text[:limit] + "…"
 
 

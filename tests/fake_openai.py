@@ -5,6 +5,7 @@ Replies are scripted in order; each is one of:
 * ``text("…")`` / ``calls(("name", {...}), …)`` – a chat completion,
 * ``status(429)`` / ``status(500)`` – an error response,
 * ``raw_args("name", "{not json")`` – a tool call with malformed arguments,
+* ``body(200, b"<html>…", "text/html")`` – any status, body and content type, as written,
 * any of the above with ``delay=`` seconds before answering.
 
 Requests with ``"stream": true`` are answered as server-sent events, chunked like OpenAI.
@@ -35,8 +36,12 @@ def raw_args(name: str, arguments: str) -> dict[str, Any]:
     return {"kind": "ok", "content": None, "calls": [(name, arguments)], "delay": 0.0}
 
 
-def status(code: int, *, delay: float = 0.0) -> dict[str, Any]:
-    return {"kind": "status", "code": code, "delay": delay}
+def status(code: int, *, delay: float = 0.0, message: str | None = None) -> dict[str, Any]:
+    return {"kind": "status", "code": code, "delay": delay, "message": message}
+
+
+def body(code: int, data: bytes, content_type: str = "application/json") -> dict[str, Any]:
+    return {"kind": "body", "code": code, "data": data, "type": content_type, "delay": 0.0}
 
 
 class FakeOpenAI:
@@ -68,7 +73,14 @@ class FakeOpenAI:
                 if plan.get("delay"):
                     time.sleep(plan["delay"])
                 if plan["kind"] == "status":
-                    self._json(plan["code"], {"error": {"message": f"scripted {plan['code']}", "type": "test"}})
+                    message = plan.get("message") or f"scripted {plan['code']}"
+                    self._json(plan["code"], {"error": {"message": message, "type": "test"}})
+                elif plan["kind"] == "body":
+                    self.send_response(plan["code"])
+                    self.send_header("content-type", plan["type"])
+                    self.send_header("content-length", str(len(plan["data"])))
+                    self.end_headers()
+                    self.wfile.write(plan["data"])
                 elif body.get("stream"):
                     self._stream(body, plan)
                 else:

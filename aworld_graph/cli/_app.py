@@ -1,17 +1,23 @@
 """The click group every CLI module adds its commands to, and the error boundary.
 
 Library errors (:class:`~aworld_graph.errors.AWorldGraphError`) and bad files become one
-line on stderr and exit code 1; they never print a traceback.
+line on stderr and exit code 1; they never print a traceback. While a command runs, what it
+writes to stdout and stderr has configured secrets and credential-shaped strings replaced
+(:func:`~aworld_graph._secrets.scrub_text`), and log records of the library and the packages
+under it reach stderr as one ``warning: …`` line each, never a traceback.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import click
 
+from .._secrets import scrub_text
 from ..errors import AWorldGraphError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,16 +33,57 @@ def db_option(help: str = DB_HELP) -> Callable[[F], F]:
     return click.option("--db", "db", type=click.Path(dir_okay=False), default=None, help=help)
 
 
+class _Scrubbed:
+    """A text stream whose writes have secrets replaced; everything else is the stream's."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def write(self, text: Any) -> Any:
+        return self._inner.write(scrub_text(text) if isinstance(text, str) else text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _OneLine(logging.Handler):
+    """A log record as one ``warning: …`` line on stderr: no traceback, secrets replaced."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage().strip().splitlines()
+            head = text[0] if text else record.msg
+            sys.stderr.write(f"{record.levelname.lower()}: {scrub_text(str(head))[:500]}\n")
+        except Exception:  # logging must never break the command
+            self.handleError(record)
+
+
+@contextmanager
+def _guarded_output() -> Iterator[None]:
+    out, err = sys.stdout, sys.stderr
+    root = logging.getLogger()
+    handler = _OneLine(logging.WARNING)
+    root.addHandler(handler)
+    sys.stdout, sys.stderr = _Scrubbed(out), _Scrubbed(err)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+        root.removeHandler(handler)
+
+
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with _guarded_output():
+                return super().invoke(ctx)
         except AWorldGraphError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(scrub_text(str(exc))) from None
         except (OSError, ValueError) as exc:
             if isinstance(exc, click.ClickException):
+                exc.message = scrub_text(exc.message)
                 raise
-            raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+            raise click.ClickException(scrub_text(f"{type(exc).__name__}: {exc}")) from None
         except KeyboardInterrupt:
             click.echo("interrupted; resume with `aworld-graph resume THREAD`", err=True)
             sys.exit(130)

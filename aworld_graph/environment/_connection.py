@@ -10,16 +10,25 @@ When the server drops (its stream ends, or a call reports the connection closed)
 exits, which reaps a stdio server process; the next call opens a fresh connection – once per
 call. If the event loop changes (a new ``asyncio.run``), the old connection died with its loop
 and a new one is opened in the new loop.
+
+A stdio server that writes bytes that are not UTF-8 is treated like one that crashed: the
+bytes are kept for the tool message, the line they were on is dropped and the connection is
+closed (the process stopped), so the call in flight fails at once and the next call starts the
+server again. A line that is not JSON-RPC at all is logged as one warning line (the SDK would
+log a whole traceback) and skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from contextlib import AsyncExitStack, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -41,6 +50,51 @@ logger = logging.getLogger(__name__)
 CLIENT_INFO = mcp_types.Implementation(name="aworld-graph", version="0.1.0")
 CLOSE_TIMEOUT = 10.0
 """Seconds a connection may take to shut down before its owner task is cancelled outright."""
+
+_DECODE_ERRORS = "aworld_graph.mcp_stdout"
+"""The codec error handler of stdio servers' stdout: reports bad bytes to the connection."""
+_BAD_BYTES: ContextVar[Callable[[bytes], None] | None] = ContextVar(
+    "aworld_graph_mcp_bad_bytes", default=None
+)
+"""Set in a connection's owner task; the transport's reader task (started there) inherits it."""
+
+
+def _on_decode_error(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    sink = _BAD_BYTES.get()
+    if sink is not None:
+        sink(bytes(exc.object[exc.start : exc.end]))
+    return "\x00", exc.end  # a NUL makes the line invalid JSON: it is never taken as a reply
+
+
+codecs.register_error(_DECODE_ERRORS, _on_decode_error)
+
+
+class _OneLineParseWarning(logging.Filter):
+    """The SDK logs every stdout line that is not JSON-RPC with a traceback; keep one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and str(record.msg).startswith("Failed to parse JSONRPC message"):
+            exc = record.exc_info[1]
+            shown = getattr(exc, "errors", None)
+            detail = ""
+            if callable(shown):
+                with suppress(Exception):
+                    first = shown(include_url=False)[0]
+                    line = str(first.get("input", ""))
+                    if "\x00" in line:  # bytes that were not UTF-8: reported by the connection
+                        return False
+                    detail = f": {line[:120]!r}"
+            record.msg = "an MCP server wrote a line to stdout that is not JSON-RPC%s; skipped"
+            record.args = (detail,)
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_OneLineParseWarning())
 
 
 class ServerUnavailable(RuntimeFailure):
@@ -67,6 +121,8 @@ class _Live:
     """Where a stdio server's stderr goes, kept to explain failures."""
     stderr_tail: str = ""
     """The last lines of that stderr, saved when the connection ends."""
+    bad_bytes: bytes | None = None
+    """The first bytes a stdio server wrote to stdout that were not UTF-8, if any."""
 
 
 class _WatchedReadStream:
@@ -198,6 +254,7 @@ class ServerConnection:
 
     async def _own(self, live: _Live) -> None:
         """The owner task: enter transport and session, then wait until told to stop."""
+        _BAD_BYTES.set(lambda data: self._bad_bytes(live, data))
         try:
             async with AsyncExitStack() as stack:
                 read, write = await self._open_transport(stack, live)
@@ -226,6 +283,20 @@ class ServerConnection:
             self._close_stderr(live)
             live.done.set()
 
+    def _bad_bytes(self, live: _Live, data: bytes) -> None:
+        if live.bad_bytes is None:
+            live.bad_bytes = data[:32]
+            logger.warning(
+                "MCP server %r wrote bytes that are not UTF-8 to stdout (%r); restarting it",
+                self.name,
+                live.bad_bytes,
+            )
+        live.wake.set()
+
+    def bad_output(self) -> bytes | None:
+        """Bytes that were not UTF-8 on the current (or just ended) stdio connection's stdout."""
+        return self._live.bad_bytes if self._live is not None else None
+
     def _fail(self, live: _Live, exc: BaseException) -> None:
         if not live.ready.done():
             live.ready.set_exception(ServerUnavailable(self.name, self._explain_connect(exc, live)))
@@ -235,7 +306,7 @@ class ServerConnection:
         if isinstance(config, StdioServerConfig):
             params = StdioServerParameters(
                 command=config.command, args=config.args, env=config.env or None, cwd=config.cwd
-            )
+            ).model_copy(update={"encoding_error_handler": _DECODE_ERRORS})
             live.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
             return await stack.enter_async_context(stdio_client(params, errlog=live.stderr))
         timeout = config.timeout or 30.0

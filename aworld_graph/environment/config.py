@@ -31,6 +31,7 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._secrets import register_secret
 from ..errors import ConfigError
 
 __all__ = [
@@ -171,6 +172,20 @@ class McpConfig(BaseModel):
     def secrets(self) -> set[str]:
         """Every secret value of every server, for redacting messages."""
         return set().union(*(server.secrets() for server in self.servers.values()))
+
+    def register_secrets(self) -> None:
+        """Register header values, URL credentials and credential-like ``env`` values with
+        :func:`~aworld_graph._secrets.register_secret`, so every text the project stores,
+        prints or exports has them replaced."""
+        for server in self.servers.values():
+            pairs = server.env.items() if isinstance(server, StdioServerConfig) else ()
+            if isinstance(server, HttpServerConfig):
+                pairs = [*server.headers.items()]
+                parts = urlsplit(server.url)
+                if parts.password:
+                    register_secret(parts.password)
+            for key, value in pairs:
+                register_secret(value, key)
 
 
 def load_mcp_config(source: McpConfig | Mapping[str, Any] | str | os.PathLike[str]) -> McpConfig:

@@ -68,6 +68,7 @@ class McpServers:
         skip_unavailable: bool,
     ) -> None:
         secrets = config.secrets()
+        config.register_secrets()
         self._connections = {
             server.name: ServerConnection(server, connect_timeout=connect_timeout, secrets=secrets)
             for server in config.select(servers)
@@ -263,6 +264,15 @@ class McpServers:
             )
         if exc.code == mcp_types.CONNECTION_CLOSED:
             connection.mark_dropped()
+            garbage = connection.bad_output()
+            if garbage is not None:
+                return failed(
+                    f"MCP server '{server}' wrote bytes that are not UTF-8 to its stdout while "
+                    f"running '{tool}' ({garbage!r}…), so its answer was unreadable; the server "
+                    "was stopped and will be restarted on the next call. If it happens again, "
+                    "use another tool (or fix the server: the MCP stdio stream is UTF-8 JSON)",
+                    "bad_encoding",
+                )
             tail = connection.last_stderr()
             note = f"; its stderr ends with:\n{tail}\n" if tail else ". "
             return failed(

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from .._secrets import is_secret_key
+from .._secrets import is_secret_key, mentions_registered_secret
 from ..checkpoint import strip_secrets
 from ..errors import ConfigError
 from .formats import FORMATS, dedup_key
@@ -116,9 +116,12 @@ def _suspect(text: str) -> bool:
     low = text.lower()
     if "bearer" in low or "basic" in low or ("sk-" in low and _SK.search(low)):
         return True
+    if mentions_registered_secret(low):
+        return True
     for counter in _COUNTERS:
         low = low.replace(counter, "")
-    return any(word in low for word in _KEY_WORDS) and _secret_keys(text)
+    # a tool call's "arguments" is JSON text: its keys are inside a string, not parsed here
+    return any(word in low for word in _KEY_WORDS) and ('"arguments"' in low or _secret_keys(text))
 
 
 def scrubbed(row: dict[str, Any]) -> tuple[dict[str, Any], str]:

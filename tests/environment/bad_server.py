@@ -1,7 +1,8 @@
 """A misbehaving MCP server for tests, run as ``python tests/environment/bad_server.py``.
 
 Well-behaved tools (``echo``, ``pid``, ``big``, ``picture``, ``record``, ``fail``) sit next to
-ones that crash the process mid-call, hang, or write garbage onto the protocol stream.
+ones that crash the process mid-call, hang, or write garbage (non-JSON lines, bytes that are
+not UTF-8) onto the protocol stream.
 ``--crash-at-start`` exits before the handshake; ``--silent-start`` never answers it.
 """
 
@@ -99,6 +100,30 @@ def garbage(ctx: Context) -> str:
         f'{{"jsonrpc": "2.0", "id": {wire_id}, "result": {{"content": "not a list"}}}}\n'.encode(),
     )
     return "the real answer, too late"
+
+
+@server.tool(structured_output=False)
+def latin1(ctx: Context, where: str = "result") -> str:
+    """Answers with bytes that are not UTF-8: inside this call's result (``where="result"``)
+    or on a line of their own (``where="line"``)."""
+    request_id = ctx.request_id
+    wire_id = request_id if str(request_id).lstrip("-").isdigit() else f'"{request_id}"'
+    if where == "line":
+        os.write(WIRE, b"\xff\xfe garbage \xc3\x28\n")
+    else:
+        os.write(
+            WIRE,
+            b'{"jsonrpc": "2.0", "id": ' + str(wire_id).encode() + b', "result": {"content": '
+            b'[{"type": "text", "text": "caf\xe9 \xff"}]}}\n',
+        )
+    return "the real answer, too late"
+
+
+@server.tool(structured_output=False)
+def noisy(text: str) -> str:
+    """Writes a line that is not JSON onto stdout, then answers normally."""
+    os.write(WIRE, b"DEBUG: this line is not JSON-RPC\n")
+    return text
 
 
 if __name__ == "__main__":

@@ -86,6 +86,38 @@ async def test_garbage_is_an_error_and_the_connection_survives(sandbox: Sandbox)
     assert sandbox.mcpservers.connection("bad").connects == connects
 
 
+@pytest.mark.parametrize("where", ["result", "line"])
+async def test_bytes_that_are_not_utf8_restart_the_server(sandbox: Sandbox, where: str) -> None:
+    connection = sandbox.mcpservers.connection("bad")
+    pid = pid_of(await sandbox.mcpservers.call_tool("bad", "pid", {}))
+    connects = connection.connects
+    outcome = await sandbox.mcpservers.call_tool("bad", "latin1", {"where": where}, timeout=60)
+    assert outcome.is_error and outcome.result["error_type"] == "bad_encoding"
+    assert "MCP server 'bad' wrote bytes that are not UTF-8 to its stdout while running" in (
+        outcome.content
+    )
+    assert ("b'\\xe9'" if where == "result" else "b'\\xff") in outcome.content
+    assert "restarted on the next call" in outcome.content
+    new_pid = pid_of(await sandbox.mcpservers.call_tool("bad", "pid", {}))
+    assert new_pid != pid and not alive(pid)
+    assert connection.connects == connects + 1
+    assert (await sandbox.mcpservers.call_tool("bad", "echo", {"text": "ok"})).content == "ok"
+
+
+async def test_a_line_that_is_not_json_is_one_warning_line(
+    sandbox: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    connects = sandbox.mcpservers.connection("bad").connects
+    with caplog.at_level("WARNING"):
+        outcome = await sandbox.mcpservers.call_tool("bad", "noisy", {"text": "fine"})
+    assert outcome.content == "fine" and not outcome.is_error
+    records = [r for r in caplog.records if "not JSON-RPC" in r.getMessage()]
+    assert len(records) == 1 and records[0].exc_info is None
+    assert records[0].levelname == "WARNING"
+    assert "'DEBUG: this line is not JSON-RPC'" in records[0].getMessage()
+    assert sandbox.mcpservers.connection("bad").connects == connects
+
+
 async def test_hanging_tool_times_out_and_the_connection_survives(sandbox: Sandbox) -> None:
     pid = pid_of(await sandbox.mcpservers.call_tool("bad", "pid", {}))
     outcome = await sandbox.mcpservers.call_tool("bad", "hang", {}, timeout=0.5)
@@ -245,7 +277,7 @@ async def test_seed_usage_without_closing_leaves_no_server_process(tmp_path: Pat
     out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
     pid, count = out.decode().split()
-    assert int(count) == 9
+    assert int(count) == 11
     assert not alive(int(pid))
     for trouble in ("Traceback", "Exception ignored", "Task was destroyed", "ResourceWarning"):
         assert trouble not in err.decode()
