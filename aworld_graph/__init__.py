@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "ModelRetry": "errors",
     "Node": "nodes",
     "OpenAIModel": "model",
+    "RunConfig": "config",
     "Runners": "runner",
     "RuntimeFailure": "errors",
     "Sandbox": "environment",
@@ -67,6 +68,7 @@ __all__ = [
     "ModelRetry",
     "Node",
     "OpenAIModel",
+    "RunConfig",
     "Runners",
     "RuntimeFailure",
     "Sandbox",
@@ -102,7 +104,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from .agent import Agent
     from .checkpoint import TrajectorySaver
-    from .config import AgentConfig, TaskConfig, TaskRunMode
+    from .config import AgentConfig, RunConfig, TaskConfig, TaskRunMode
     from .environment import Sandbox
     from .errors import (
         AWorldGraphError,

@@ -1,15 +1,16 @@
-"""AWorld-style configuration objects: ``AgentConfig``, ``TaskConfig``, ``TaskRunMode``."""
+"""AWorld-style configuration objects: ``AgentConfig``, ``TaskConfig``, ``TaskRunMode``,
+``RunConfig``."""
 
 from __future__ import annotations
 
 import enum
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .errors import ConfigError
 
-__all__ = ["AgentConfig", "DEFAULT_MAX_STEPS", "TaskConfig", "TaskRunMode"]
+__all__ = ["AgentConfig", "DEFAULT_MAX_STEPS", "RunConfig", "TaskConfig", "TaskRunMode"]
 
 DEFAULT_MAX_STEPS = 20
 """The step budget of a task when neither its ``TaskConfig`` nor its swarm sets one."""
@@ -111,4 +112,57 @@ class TaskConfig:
                 f"TaskConfig.max_steps must be a whole number of at least 1, got {steps!r}; "
                 "give the most node executions the run may take (or leave it unset to use the "
                 f"swarm's max_steps, else {DEFAULT_MAX_STEPS})"
+            )
+
+
+@dataclass(kw_only=True)
+class RunConfig:
+    """Where a batch of runs goes (AWorld's ``RunConfig``): this process, or a Ray cluster.
+
+    ``Runners.run_task``, ``Runners.rollout``, the meta-learning evaluation and ``optimize``
+    take it as ``run_conf=``. On Ray, long-lived worker actors each run a share of the batch
+    on their own event loop and write to the same checkpoint store as the driver, which reads
+    the responses back from it (see ``docs/scale-out.md``).
+    """
+
+    engine_name: Literal["local", "ray"] = "local"
+    """``local`` runs in this process's event loop; ``ray`` on Ray worker actors (extra
+    ``ray``)."""
+    worker_num: int = 2
+    """Ray worker actors (processes) sharing the batch; ignored by the local engine."""
+    max_concurrency: int = 8
+    """Runs in flight at once per worker (for the local engine: in this process)."""
+    address: str | None = None
+    """An existing Ray cluster (``ray://host:10001``, ``host:6379`` or ``auto``); ``None``
+    uses the one this process already joined, else starts a local one on 127.0.0.1."""
+    runtime_env: dict[str, Any] | None = None
+    """Ray ``runtime_env`` of the worker actors, passed through (``env_vars`` such as
+    ``LLM_BASE_URL``, ``pip``, ``working_dir``…)."""
+    progress: bool | None = None
+    """Show a progress bar on stderr for a batch; ``None``: when stderr is a terminal."""
+    max_retries: int = 2
+    """Times a run whose worker died is retried on another worker (it resumes from its last
+    checkpoint)."""
+
+    def __post_init__(self) -> None:
+        if self.engine_name not in ("local", "ray"):
+            raise ConfigError(f"RunConfig(engine_name={self.engine_name!r}): use 'local' or 'ray'")
+        for name in ("worker_num", "max_concurrency"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(
+                    f"RunConfig({name}={value!r}) must be a whole number of at least 1"
+                )
+        if (
+            isinstance(self.max_retries, bool)
+            or not isinstance(self.max_retries, int)
+            or (self.max_retries < 0)
+        ):
+            raise ConfigError(
+                f"RunConfig(max_retries={self.max_retries!r}) must be a whole number, 0 or more"
+            )
+        if self.runtime_env is not None and not isinstance(self.runtime_env, dict):
+            raise ConfigError(
+                "RunConfig(runtime_env=...) must be a dict, as ray.init takes it, e.g. "
+                "{'env_vars': {'LLM_BASE_URL': 'http://10.0.0.5:8000/v1'}}"
             )

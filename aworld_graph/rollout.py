@@ -21,6 +21,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from .config import RunConfig
 from .errors import DefinitionError
 from .model import sampling_temperature
 from .rewards import RewardFn, Score, episode_reward, exact, score_response, store_score
@@ -160,6 +161,7 @@ async def rollout(
     concurrency: int = 8,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     temperature: float | None = None,
+    run_conf: RunConfig | None = None,
 ) -> list[RolloutGroup]:
     """Run each task ``n`` times (at most ``concurrency`` runs at once), score and group them.
 
@@ -176,6 +178,8 @@ async def rollout(
         temperature: Sample every model call of these runs at this temperature (OpenAI-
             compatible models, the embedded one included; test models ignore it). Recorded
             in each run's metadata as ``rollout_temperature``.
+        run_conf: Where the runs go (``RunConfig(engine_name="ray", worker_num=N)``: Ray
+            workers sharing ``checkpointer``); scoring happens here, on the driver.
 
     Returns:
         One :class:`RolloutGroup` per task, in the order given. Running a rollout again with
@@ -192,7 +196,10 @@ async def rollout(
     copies = {t.id: [_copy(t, i, temperature) for i in range(n)] for t in todo}
     with sampling_temperature(temperature):
         responses = await Runners.run_task(
-            [c for cs in copies.values() for c in cs], concurrency=concurrency, checkpointer=saver
+            [c for cs in copies.values() for c in cs],
+            concurrency=concurrency,
+            checkpointer=saver,
+            run_conf=run_conf,
         )
     groups: list[RolloutGroup] = []
     for task in todo:

@@ -16,7 +16,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ._run_impl import close_graph, drive, open_graph, respond, run_config
 from .agent import Agent
-from .config import TaskConfig, TaskRunMode
+from .config import RunConfig, TaskConfig, TaskRunMode
+from .engine import progress
 from .errors import DefinitionError
 from .graph import GraphSource
 from .rollout import rollout as _rollout
@@ -97,25 +98,39 @@ class Runners:
         *,
         concurrency: int = 8,
         checkpointer: BaseCheckpointSaver[Any] | None = None,
+        run_conf: RunConfig | None = None,
     ) -> dict[str, TaskResponse]:
-        """Run one task or many (at most ``concurrency`` at once); ``{task.id: response}``."""
+        """Run one task or many (at most ``concurrency`` at once); ``{task.id: response}``.
+
+        ``run_conf`` chooses the engine: ``RunConfig(engine_name="ray", worker_num=N)`` runs
+        the batch on N Ray worker actors sharing ``checkpointer`` (its ``max_concurrency``
+        per worker replaces ``concurrency``), and the responses are read back from it."""
         tasks = [task] if isinstance(task, Task) else list(task)
         if len({t.id for t in tasks}) != len(tasks):
             raise DefinitionError(
                 "run_task: two tasks share an id; task ids name checkpoint threads and must be unique"
             )
         saver = _saver(checkpointer)
-        gate = asyncio.Semaphore(max(1, concurrency))
+        with progress(len(tasks), run_conf.progress if run_conf is not None else False) as tick:
+            if run_conf is not None and run_conf.engine_name == "ray":
+                from .engine._ray import run_on_ray
 
-        async def one(t: Task) -> TaskResponse:
-            async with gate:
-                graph = open_graph(t)
-                try:
-                    return (await drive(t, graph, saver))[0]
-                finally:
-                    await close_graph(graph)
+                return await run_on_ray(tasks, run_conf, saver, tick)
+            if run_conf is not None:
+                concurrency = run_conf.max_concurrency
+            gate = asyncio.Semaphore(max(1, concurrency))
 
-        responses = await asyncio.gather(*(one(t) for t in tasks))
+            async def one(t: Task) -> TaskResponse:
+                async with gate:
+                    graph = open_graph(t)
+                    try:
+                        response = (await drive(t, graph, saver))[0]
+                    finally:
+                        await close_graph(graph)
+                tick(response)
+                return response
+
+            responses = await asyncio.gather(*(one(t) for t in tasks))
         return {r.id: r for r in responses}
 
     @staticmethod

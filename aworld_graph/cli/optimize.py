@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ._app import db_option, main
+from .run import engine_options, run_conf_of
 
 __all__ = ["optimize_command"]
 
@@ -138,6 +139,7 @@ class _Progress:
     "--run-id", default=None, help="Optimization id (default: derived; the same command resumes)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print only a JSON summary at the end.")
+@engine_options
 def optimize_command(
     workflow: str,
     tasks_file: str,
@@ -154,6 +156,8 @@ def optimize_command(
     seed: int,
     run_id: str | None,
     as_json: bool,
+    engine: str,
+    workers: int,
 ) -> None:
     """Optimize WORKFLOW on a task set: rewrite prompts, mine demonstrations, edit the topology;
     select on train, confirm on dev, report on test. Interrupted? Run the same command again.
@@ -163,6 +167,7 @@ def optimize_command(
       aworld-graph optimize workflows/math.yaml --tasks aworld_graph/meta/tasksets/arithmetic.jsonl \\
           --budget calls=400,time=30m
       aworld-graph optimize workflows/math.yaml --tasks tasks.jsonl --budget iterations=6 --out /tmp/opt
+      aworld-graph optimize workflows/math.yaml --tasks tasks.jsonl --engine ray --workers 4
     """
     from ..config import AgentConfig
     from ..meta import Budget, default_operators, load_tasks, optimize
@@ -189,6 +194,7 @@ def optimize_command(
                 db=db,
                 selection=selection,
                 concurrency=concurrency,
+                run_conf=run_conf_of(engine, workers, concurrency) if engine == "ray" else None,
                 seed=seed,
                 run_id=run_id,
                 on_event=progress,

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..graph import GraphSource
     from ..task import TaskResponse
 
-__all__ = ["load_target"]
+__all__ = ["engine_options", "load_target", "run_conf_of"]
 
 
 def load_target(target: str) -> GraphSource:
@@ -54,6 +54,106 @@ def load_target(target: str) -> GraphSource:
             f"{target}: module {module_name!r} has no attribute {attr!r}"
         ) from None
     return as_source(obj)
+
+
+def engine_options(f: Any) -> Any:
+    """``--engine local|ray`` and ``--workers N``: where a command's runs go."""
+    f = click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=2,
+        show_default=True,
+        help="Ray worker processes (with --engine ray).",
+    )(f)
+    return click.option(
+        "--engine",
+        type=click.Choice(["local", "ray"]),
+        default="local",
+        show_default=True,
+        help="local: this process; ray: Ray worker actors (an existing cluster when RAY_ADDRESS "
+        "is set, else a local one), sharing the --db store.",
+    )(f)
+
+
+def run_conf_of(engine: str, workers: int, concurrency: int) -> Any:
+    """The :class:`~aworld_graph.config.RunConfig` of ``--engine`` / ``--workers``."""
+    from ..config import RunConfig
+
+    return RunConfig(
+        engine_name=engine,  # type: ignore[arg-type]
+        worker_num=workers,
+        max_concurrency=concurrency,
+        address=os.environ.get("RAY_ADDRESS") or None,
+        progress=None,
+    )
+
+
+def _batch_tasks(path: str, source: Any, conf: Any, target: str) -> list[Any]:
+    """One task per line of a JSONL file: ``{"input": …, "id"?: …, "session_id"?: …}`` or a
+    JSON string. A line without an id gets ``<file stem>-<hash of the file>-<line>``, so
+    running the same file again reads its finished runs back."""
+    import hashlib
+
+    from ..task import Task
+
+    raw = Path(path).read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()[:8]
+    agent = getattr(source, "agent", None)
+    tasks = []
+    for number, line in enumerate(raw.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            raise DefinitionError(f"{path}:{number}: not JSON ({exc}); write one object per line") from None
+        if isinstance(item, str):
+            item = {"input": item}
+        if not isinstance(item, dict) or not isinstance(item.get("input"), str):
+            raise DefinitionError(
+                f'{path}:{number}: write {{"input": "...", "id": "..."}} (id optional) or a JSON string'
+            )
+        tasks.append(
+            Task(
+                input=item["input"],
+                agent=agent,
+                swarm=None if agent is not None else source,
+                id=str(item.get("id") or f"{Path(path).stem}-{digest}-{number}"),
+                session_id=item.get("session_id"),
+                conf=conf,
+                metadata={"target": target},
+            )
+        )
+    return tasks
+
+
+def _run_batch(tasks: list[Any], saver: Any, run_conf: Any, as_json: bool) -> None:
+    from ..runner import Runners
+
+    try:
+        responses = asyncio.run(Runners.run_task(tasks, checkpointer=saver, run_conf=run_conf))
+    except KeyboardInterrupt:
+        click.echo(
+            "interrupted; run the same command again to continue: finished tasks are read back, "
+            "the others resume from their last checkpoint",
+            err=True,
+        )
+        sys.exit(130)
+    for r in responses.values():
+        if as_json:
+            payload = {k: v for k, v in vars(r).items() if k != "state"}
+            click.echo(json.dumps(payload, ensure_ascii=False, default=str))
+        else:
+            click.echo(f"{r.id}\t{r.status}\t{(r.answer or r.msg or '')[:100]!s}")
+    retried = {r.id: r.retried for r in responses.values() if r.retried}
+    failed = [r.id for r in responses.values() if r.status == "error"]
+    if not as_json:
+        click.echo(f"{len(responses)} tasks: {len(responses) - len(failed)} ok, {len(failed)} failed")
+        for task_id, notes in retried.items():
+            click.echo(f"retried {task_id}: " + "; ".join(notes))
+        click.echo(f"stored: {_db_path()}")
+    if failed:
+        sys.exit(1)
 
 
 def _saver(db: str | None) -> Any:
@@ -108,7 +208,14 @@ def _db_path() -> str:
 
 @main.command()
 @click.argument("target")
-@click.option("--input", "-i", "input_", required=True, help="The task input (the user's request).")
+@click.option("--input", "-i", "input_", default=None, help="The task input (the user's request).")
+@click.option(
+    "--batch",
+    "batch",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help='A JSONL file of tasks instead of --input: one {"input": ..., "id": ...} per line.',
+)
 @click.option("--task-id", default=None, help="Task id (= checkpoint thread); random by default.")
 @click.option(
     "--max-steps",
@@ -120,24 +227,56 @@ def _db_path() -> str:
     "--stream", is_flag=True, help="Print events (LLM calls, tool calls, tokens) as they happen."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the whole response as JSON.")
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), default=8, show_default=True,
+    help="Runs of a --batch in flight at once (per worker with --engine ray).",
+)
+@engine_options
 @db_option()
 def run(
     target: str,
-    input_: str,
+    input_: str | None,
+    batch: str | None,
     task_id: str | None,
     max_steps: int | None,
     stream: bool,
     as_json: bool,
+    concurrency: int,
+    engine: str,
+    workers: int,
     db: str | None,
 ) -> None:
-    """Run TARGET (MODULE:ATTRIBUTE of an Agent or Swarm, or a workflow .yaml) on --input."""
+    """Run TARGET (MODULE:ATTRIBUTE of an Agent or Swarm, or a workflow .yaml) on --input, or
+    on every task of a --batch file (`--engine ray --workers N` spreads it over Ray workers)."""
     from ..config import TaskConfig
     from ..runner import Runners
     from ..task import Task
 
+    if (input_ is None) == (batch is None):
+        raise DefinitionError("give exactly one of --input TEXT or --batch FILE.jsonl")
     source = load_target(target)
     saver = _saver(db)
     conf = TaskConfig(stream=stream, max_steps=max_steps)  # wins over the file's max_steps
+    if batch is not None or engine == "ray":
+        if stream:
+            raise DefinitionError("--stream shows one run's events; leave it out with --batch or --engine ray")
+        tasks = (
+            _batch_tasks(batch, source, conf, target)
+            if batch is not None
+            else [
+                Task(
+                    input=str(input_),
+                    agent=getattr(source, "agent", None),
+                    swarm=None if getattr(source, "agent", None) is not None else source,
+                    conf=conf,
+                    metadata={"target": target},
+                    **({"id": task_id} if task_id else {}),
+                )
+            ]
+        )
+        _run_batch(tasks, saver, run_conf_of(engine, workers, concurrency), as_json)
+        return
+    assert input_ is not None
     agent = getattr(source, "agent", None)
     task = Task(
         input=input_,

@@ -23,6 +23,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from ..config import RunConfig
 from ..graph import GraphSource
 from ..rewards import RewardFn
 from ..task import Task
@@ -195,9 +196,11 @@ async def evaluate(
     run_id: str = "eval",
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     concurrency: int = 4,
+    run_conf: RunConfig | None = None,
 ) -> Evaluation:
     """Run ``swarm`` once on every task of ``items`` (at most ``concurrency`` at once) and score
-    the answers with ``reward``; see the module docstring for where the runs go."""
+    the answers with ``reward``; see the module docstring for where the runs go.
+    ``run_conf=RunConfig(engine_name="ray", ...)`` fans the runs out to Ray workers."""
     from ..rollout import rollout
 
     prefix = thread_prefix(run_id, candidate, split)
@@ -219,6 +222,7 @@ async def evaluate(
         threshold=threshold,
         concurrency=concurrency,
         checkpointer=checkpointer,
+        run_conf=run_conf,
     )
     result = Evaluation(candidate=candidate, split=split)
     for item, group in zip(items, groups, strict=True):

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..checkpoint import TrajectorySaver
+from ..config import RunConfig
+from ..engine import remember
 from ..errors import AWorldGraphError, ConfigError
 from ..model import ChatModel
 from ._store import MetaStore, Step
@@ -195,6 +197,9 @@ class Optimizer:
     """Model objects by name, for agents whose card names them (``model.llm_model_name``)."""
     concurrency: int = 4
     """Runs in flight at once."""
+    run_conf: RunConfig | None = None
+    """Where each candidate's evaluation runs (``RunConfig(engine_name="ray", worker_num=N)``
+    fans it out to Ray workers; the models given here must then be module attributes)."""
     selection: Literal["best", "pareto"] = "best"
     """How a parent is chosen."""
     min_gain: float = 0.0
@@ -241,13 +246,12 @@ class Optimizer:
     async def _eval(self, c: Candidate, split: str) -> Evaluation:
         if split in c.evals:
             return c.evals[split]
+        info = {"candidate": c.id, "meta_run": self.id}
         swarm = materialize(
-            c.spec,
-            model=self.model,
-            models=self.models,
-            pool=self.pool,
-            info={"candidate": c.id, "meta_run": self.id},
+            c.spec, model=self.model, models=self.models, pool=self.pool, info=info
         )
+        if self.run_conf is not None and self.run_conf.engine_name == "ray":
+            remember(swarm, c.spec, model=self.model, models=self.models, pool=self.pool, info=info)
         ev = await evaluate(
             swarm,
             self.tasks.split(split),
@@ -258,6 +262,7 @@ class Optimizer:
             run_id=self.id,
             checkpointer=self.saver,
             concurrency=self.concurrency,
+            run_conf=self.run_conf,
         )
         c.evals[split] = ev
         self.store.save_eval(self.id, ev)
