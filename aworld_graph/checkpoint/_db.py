@@ -251,10 +251,7 @@ def open_database(target: str | Path, durability: Durability) -> SqliteDatabase 
         return PostgresDatabase(str(target), durability)
     text = str(target)
     if "://" in text:
-        raise ConfigError(
-            f"checkpoint store {text!r}: only postgresql:// URLs and SQLite file paths are "
-            "supported"
-        )
+        raise ConfigError(f"checkpoint store {text!r}: use a postgresql:// URL or SQLite file")
     if text == ":memory:" or text.startswith("file::memory"):
         raise ConfigError(
             "TrajectorySaver needs a database file, not ':memory:' (use a temporary file, "

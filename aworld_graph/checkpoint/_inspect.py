@@ -75,12 +75,8 @@ def thread_summaries(tx: Tx, limit: int | None = None) -> list[ThreadSummary]:
     if limit is not None:
         sql += " LIMIT ?"
         params.append(int(limit))
-    return [
-        ThreadSummary(
-            thread_id=t, checkpoints=n, namespaces=ns, first_at=first, last_at=last, last_step=step
-        )
-        for t, n, ns, first, last, step in tx.all(sql, params)
-    ]
+    names = [f.name for f in fields(ThreadSummary)]  # the columns selected, in order
+    return [ThreadSummary(**dict(zip(names, row, strict=True))) for row in tx.all(sql, params)]
 
 
 def transitions(

@@ -48,13 +48,15 @@ def decoding(label: str) -> Iterator[None]:
         ) from exc
 
 
-def lookup(tx: Tx, thread_id: str, ns: str, checkpoint_id: str | None) -> Row | None:
-    """One checkpoint row: by id, or the thread's latest."""
+def lookup(tx: Tx, config: RunnableConfig) -> Row | None:
+    """The checkpoint row ``config`` names: by id, or its thread's latest."""
     sql = f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
-    if checkpoint_id:
-        row = tx.one(sql + " AND checkpoint_id = ?", (thread_id, ns, checkpoint_id))
+    conf = config["configurable"]
+    key = (str(conf["thread_id"]), conf.get("checkpoint_ns", ""))
+    if checkpoint_id := get_checkpoint_id(config):
+        row = tx.one(sql + " AND checkpoint_id = ?", (*key, checkpoint_id))
     else:
-        row = tx.one(sql + " ORDER BY checkpoint_id DESC LIMIT 1", (thread_id, ns))
+        row = tx.one(sql + " ORDER BY checkpoint_id DESC LIMIT 1", key)
     return row  # type: ignore[return-value]
 
 

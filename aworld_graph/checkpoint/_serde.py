@@ -59,16 +59,14 @@ __all__ = ["StrictSerializer"]
 
 logger = logging.getLogger(__name__)
 
-_TYPED_CODES = frozenset(
-    {
-        EXT_CONSTRUCTOR_SINGLE_ARG,
-        EXT_CONSTRUCTOR_POS_ARGS,
-        EXT_CONSTRUCTOR_KW_ARGS,
-        EXT_METHOD_SINGLE_ARG,
-        EXT_PYDANTIC_V1,
-        EXT_PYDANTIC_V2,
-    }
-)
+_TYPED_CODES = {
+    EXT_CONSTRUCTOR_SINGLE_ARG,
+    EXT_CONSTRUCTOR_POS_ARGS,
+    EXT_CONSTRUCTOR_KW_ARGS,
+    EXT_METHOD_SINGLE_ARG,
+    EXT_PYDANTIC_V1,
+    EXT_PYDANTIC_V2,
+}
 _INTERNAL_PACKAGES = ("langgraph", "langchain")
 """Top-level package names (and ``langchain_*``) whose types only (a) or (b) admit."""
 _ALLOW = (

@@ -37,14 +37,7 @@ from ._read import stored_values
 from ._schema import JSON_COLUMNS, columns, primary_key
 from ._trajectory import duration_ms, error_text, node_from_task_path, transition_row
 
-__all__ = [
-    "PutRecord",
-    "WritesRecord",
-    "prepare_put",
-    "prepare_writes",
-    "store_put",
-    "store_writes",
-]
+__all__ = ["prepare_put", "prepare_writes", "store_put", "store_writes"]
 
 _ERROR = "__error__"
 _TASKS = "__pregel_tasks"

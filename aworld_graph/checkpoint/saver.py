@@ -21,7 +21,6 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
-    get_checkpoint_id,
 )
 
 from ..errors import ConfigError, ThreadBusy
@@ -99,7 +98,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """The PostgreSQL URL, or ``None`` for a SQLite file."""
         self.path: Path | None = None if self.url else Path(target).expanduser()
         """The SQLite file, or ``None`` on PostgreSQL."""
-        self._target = str(target) if self.url else self.path
+        self._target: str | Path = self.url or Path(target).expanduser()
         self._db: Any = None
         self._version: int | None = None
         self._guard = threading.Lock()
@@ -113,15 +112,14 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         return str(self._database().label)
 
     def __repr__(self) -> str:
-        target = self.path if self.path is not None else self.label
-        return f"TrajectorySaver({str(target)!r}, durability={self.durability!r})"
+        return f"TrajectorySaver({str(self.path or self.label)!r}, durability={self.durability!r})"
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def _database(self) -> Any:
         with self._guard:
             if self._db is None:
-                self._db = open_database(self._target, self.durability)  # type: ignore[arg-type]
+                self._db = open_database(self._target, self.durability)
             return self._db
 
     def _unpack(self, data: bytes) -> Any:
@@ -197,18 +195,17 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
                     holder=self._me,
                 )
             self._held.add(thread_id)
+        acquired = False
         try:
             with self._writing() as tx:
                 _lease.acquire(tx, thread_id, self._me, self.lease_seconds)
-        except BaseException:
-            self._held.discard(thread_id)
-            raise
-        try:
+            acquired = True
             yield
         finally:
             self._held.discard(thread_id)
-            with self._writing() as tx:
-                _lease.release(tx, thread_id, self._me)
+            if acquired:
+                with self._writing() as tx:
+                    _lease.release(tx, thread_id, self._me)
 
     @asynccontextmanager
     async def ahold(self, thread_id: str) -> AsyncIterator[None]:
@@ -227,11 +224,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (the latest of its thread without an id)."""
-        conf = config["configurable"]
         with self._reading() as tx:
-            row = lookup(
-                tx, str(conf["thread_id"]), conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
-            )
+            row = lookup(tx, config)
             return to_tuples(tx, [row], self.serde)[0] if row is not None else None
 
     def list(
@@ -267,9 +261,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     def transitions(self, thread_id: str, checkpoint_ns: str = "") -> list[TransitionRow]:
         """A thread's rows of the ``trajectory`` view, oldest first: forks and failed
         steps included."""
-        with self._reading() as tx:
-            errors = self._version == _schema.SCHEMA_VERSION
-            return transitions(tx, str(thread_id), checkpoint_ns, errors=errors)
+        with self._reading() as tx:  # a store not migrated yet has no failed steps
+            migrated = self._version == _schema.SCHEMA_VERSION
+            return transitions(tx, str(thread_id), checkpoint_ns, errors=migrated)
 
     aget_tuple = _in_thread(get_tuple)
 
