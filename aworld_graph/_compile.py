@@ -2,7 +2,12 @@
 
 Every routing decision is a LangGraph conditional edge with an explicit path map, so
 LangGraph's own drawing and our topology views agree, and conditions are evaluated on the
-real state at run time.
+real state at run time. A condition that fails on the state (a type error in the expression,
+a predicate that raises) does not fail the node that just finished – LangGraph would keep
+that node's writes and, on resume, treat it as done with nowhere to go – but routes to the
+node's ``NODE__route`` step, which evaluates the conditions again and raises the error
+naming the edge. That step is what fails, is recorded, and runs again on resume: once the
+workflow file is fixed, the run goes on from there.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command
 
 from ._agent_nodes import AgentRuntime, GraphTool, turn_input
 from .agent import Agent
+from .errors import DefinitionError
 from .graph import BuiltGraph, GraphSource, as_source, build_agent_nodes
 from .nodes import Critic, Human, Node
 from .state import SwarmState
@@ -67,14 +74,30 @@ def _gate(join: str) -> str:
     return f"{join}__join"
 
 
-def _onwards(swarm: Swarm, name: str) -> tuple[Callable[[SwarmState], Any], list[str]]:
-    """The router after ``name`` finishes, and every target it may return."""
+def _recheck(name: str) -> str:
+    return f"{name}__route"
+
+
+def _recheck_node(route: Callable[[SwarmState], Any]) -> Callable[..., Any]:
+    """The step a failed condition routes to: evaluate again (raising the error), then go on."""
+
+    async def node(state: SwarmState, config: RunnableConfig) -> Command[Any]:
+        return Command(goto=route(state))
+
+    return node
+
+
+def _onwards(
+    swarm: Swarm, name: str
+) -> tuple[Callable[[SwarmState], Any], list[str], Callable[[SwarmState], Any] | None]:
+    """The router after ``name`` finishes, every target it may return, and (when an out-edge
+    has a condition) the strict router its ``NODE__route`` step runs."""
     out = [e for e in swarm.edges if e.source == name and e.kind in ("flow", "loop")]
 
     def target(e: Edge) -> str:
         return _gate(e.target) if name in swarm.joins.get(e.target, []) else e.target
 
-    def route(state: SwarmState) -> Any:
+    def strict(state: SwarmState) -> Any:
         chosen: list[str] = []
         for e in out:
             if e.condition is not None and not e.condition(state):
@@ -90,7 +113,17 @@ def _onwards(swarm: Swarm, name: str) -> tuple[Callable[[SwarmState], Any], list
                 chosen.append(t)
         return chosen or END
 
-    return route, sorted({target(e) for e in out} | {END})
+    targets = sorted({target(e) for e in out} | {END})
+    if not any(e.condition is not None for e in out):
+        return strict, targets, None
+
+    def route(state: SwarmState) -> Any:
+        try:
+            return strict(state)
+        except DefinitionError:
+            return _recheck(name)
+
+    return route, sorted([*targets, _recheck(name)]), strict
 
 
 def _join_gate(swarm: Swarm, join: str) -> tuple[Callable[..., Any], Callable[[SwarmState], Any]]:
@@ -189,7 +222,14 @@ def compile_swarm(swarm: Swarm) -> BuiltGraph:
         info["max_steps"] = swarm.max_steps
     if swarm.build_type is GraphBuildType.WORKFLOW:
         for name, node in swarm.nodes.items():
-            route, targets = _onwards(swarm, name)
+            route, targets, strict = _onwards(swarm, name)
+            if strict is not None:
+                graph.add_node(
+                    _recheck(name),
+                    _recheck_node(strict),
+                    metadata={"kind": "route", "node": name},
+                    destinations=tuple(t for t in targets if t != _recheck(name)),
+                )
             if isinstance(node, Agent):
                 runtime = AgentRuntime(node, private=True)
                 runtimes[name] = runtime

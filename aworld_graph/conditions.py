@@ -11,6 +11,13 @@ tree; nothing reaches ``eval``. It allows:
 * the functions ``len(x)``, ``lower(x)`` and ``number(x)``.
 
 Example: ``score >= 0.8 and "approved" in lower(context.review)``.
+
+An expression is at most :data:`MAX_CHARS` characters and :data:`MAX_DEPTH` levels deep, and
+no name or attribute may start with ``_``; anything else is a :class:`DefinitionError` when the
+condition is compiled. A condition that fails on a state at run time (``-score`` before any
+score exists, ``-answer`` on text, a predicate that raises) raises a :class:`DefinitionError`
+naming the edge, the condition and the fix: the run stops there, the error is recorded, and
+``resume`` continues from that step once the workflow is fixed.
 """
 
 from __future__ import annotations
@@ -23,7 +30,12 @@ from typing import Any
 
 from .errors import DefinitionError
 
-__all__ = ["Condition", "compile_condition", "state_view", "FIELDS"]
+__all__ = ["Condition", "compile_condition", "state_view", "FIELDS", "MAX_CHARS", "MAX_DEPTH"]
+
+MAX_CHARS = 2000
+"""Longest condition expression accepted."""
+MAX_DEPTH = 40
+"""Deepest nesting of a condition expression (operators, calls, parentheses)."""
 
 FIELDS = (
     "answer",
@@ -84,6 +96,35 @@ def state_view(state: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _depth(tree: ast.AST) -> int:
+    """How deep ``tree`` nests (iteratively: a deep tree must not exhaust the stack here)."""
+    deepest = 0
+    todo = [(tree, 1)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            break
+        todo.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _parse(text: str) -> ast.Expression:
+    """Parse ``text``, bounding its size and depth; raise ValueError when it is too big."""
+    if len(text) > MAX_CHARS:
+        raise ValueError(
+            f"is {len(text)} characters long (at most {MAX_CHARS}); split it into simpler "
+            "edges or move the logic into a predicate package.module:function"
+        )
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (RecursionError, MemoryError):  # the parser recurses on nesting
+        raise ValueError(f"nests too deeply (at most {MAX_DEPTH} levels)") from None
+    if _depth(tree) > MAX_DEPTH:
+        raise ValueError(f"nests too deeply (at most {MAX_DEPTH} levels)")
+    return tree
+
+
 def _check(node: ast.AST, text: str) -> None:
     """Raise ValueError for anything outside the language."""
     allowed = (
@@ -107,6 +148,12 @@ def _check(node: ast.AST, text: str) -> None:
     for child in ast.walk(node):
         if not isinstance(child, allowed):
             raise ValueError(f"{type(child).__name__} is not allowed")
+        name = getattr(child, "attr", None) or getattr(child, "id", None)
+        if isinstance(name, str) and name.startswith("_"):
+            raise ValueError(
+                f"name {name!r} is not allowed (names starting with '_' are not part of the "
+                "language)"
+            )
         if (
             isinstance(child, ast.Name)
             and child.id not in FIELDS
@@ -181,9 +228,21 @@ class Condition:
     text: str
     """The expression (or the predicate's name) – shown on the edge in topology views."""
     fn: Callable[[Mapping[str, Any]], bool]
+    where: str = "condition"
+    """What the condition belongs to (``edge a -> b``), named when it fails at run time."""
 
     def __call__(self, state: Mapping[str, Any]) -> bool:
-        return bool(self.fn(state))
+        try:
+            return bool(self.fn(state))
+        except DefinitionError:
+            raise
+        except Exception as exc:
+            raise DefinitionError(
+                f"{self.where}: condition {self.text!r} failed on the run's state "
+                f"({type(exc).__name__}: {str(exc)[:200]}); fix the condition (e.g. check "
+                "`score != none` before using score, use number(x) for arithmetic on text), "
+                "then resume the run: it continues from this step"
+            ) from None
 
 
 def compile_condition(
@@ -193,16 +252,23 @@ def compile_condition(
     if isinstance(condition, Condition):
         return condition
     if callable(condition):
-        return Condition(text=getattr(condition, "__name__", "predicate"), fn=condition)
+        return Condition(
+            text=getattr(condition, "__name__", "predicate"), fn=condition, where=where
+        )
     if not isinstance(condition, str) or not condition.strip():
         raise DefinitionError(f"{where}: a condition must be a non-empty expression or a function")
+    shown = condition if len(condition) <= 80 else condition[:77] + "..."
     try:
-        tree = ast.parse(condition.strip(), mode="eval")
+        tree = _parse(condition.strip())
         _check(tree, condition)
     except SyntaxError as exc:
         raise DefinitionError(
-            f'{where}: cannot parse condition {condition!r}: {exc.msg}; write e.g. "score >= 0.8"'
+            f'{where}: cannot parse condition {shown!r}: {exc.msg}; write e.g. "score >= 0.8"'
         ) from None
     except ValueError as exc:
-        raise DefinitionError(f"{where}: condition {condition!r}: {exc}") from None
-    return Condition(text=condition.strip(), fn=lambda state: bool(_eval(tree, state_view(state))))
+        raise DefinitionError(f"{where}: condition {shown!r}: {exc}") from None
+    return Condition(
+        text=condition.strip(),
+        fn=lambda state: bool(_eval(tree, state_view(state))),
+        where=where,
+    )

@@ -12,15 +12,22 @@ from ._app import main
 __all__ = ["schema", "validate"]
 
 
-def _files(paths: tuple[str, ...]) -> list[Path]:
+def _files(paths: tuple[str, ...]) -> tuple[list[Path], list[Path]]:
+    """The files to check, and the directories given that hold no YAML file."""
     found: list[Path] = []
+    empty: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml"))
+            inside = sorted(
+                p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()
+            )
+            found += inside
+            if not inside:
+                empty.append(path)
         else:
             found.append(path)
-    return found
+    return found, empty
 
 
 @main.command()
@@ -35,9 +42,13 @@ def validate(paths: tuple[str, ...]) -> None:
     from ..spec import validate_file
     from ..spec._source import display_path
 
-    bad = 0
-    total = 0
-    files = _files(paths)
+    files, empty = _files(paths)
+    for path in empty:
+        click.echo(
+            f"{display_path(path)}: a directory with no .yaml or .yml file in it; fix: pass "
+            "workflow or node-card files, or a directory that holds them"
+        )
+    bad = total = len(empty)
     for path in files:
         problems = validate_file(path)
         for problem in problems:
@@ -50,7 +61,9 @@ def validate(paths: tuple[str, ...]) -> None:
             warned = len(problems)
             click.echo(f"OK {display_path(path)}" + (f" ({warned} warning(s))" if warned else ""))
     if bad:
-        click.echo(f"{total} problem(s); {bad} of {len(files)} file(s) failed", err=True)
+        click.echo(
+            f"{total} problem(s); {bad} of {len(files) + len(empty)} file(s) failed", err=True
+        )
         sys.exit(1)
 
 

@@ -225,10 +225,14 @@ def _read_file(path: Path) -> Any:
         raise ConfigError(f"MCP config file {str(path)!r} does not exist; check the path") from None
     except OSError as exc:
         raise ConfigError(f"cannot read MCP config file {str(path)!r}: {exc.strerror}") from None
+    from ..spec._source import YamlTooBig, parse_yaml
+
     try:
         if path.suffix.lower() == ".json":
             return json.loads(text)
-        return yaml.safe_load(text)  # YAML is a superset of JSON: any other suffix works too
+        return parse_yaml(text)[1]  # YAML is a superset of JSON: any other suffix works too
+    except YamlTooBig as exc:
+        raise ConfigError(f"MCP config file {str(path)!r} is refused: {exc}") from None
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         line = getattr(exc, "lineno", None) or getattr(
             getattr(exc, "problem_mark", None), "line", None

@@ -14,8 +14,8 @@ from ..config import AgentConfig
 from ..errors import ConfigError, DefinitionError
 from ..nodes import Critic, Human, Node
 from ._problems import Problem, did_you_mean
-from ._registry import BUILTIN_SCORERS, BUILTIN_TOOLS, ImportProblem, import_ref
-from ._source import Path_, Source, display_path
+from ._registry import BUILTIN_SCORERS, BUILTIN_TOOLS, ImportProblem, Unchecked, import_ref
+from ._source import Path_, Source, YamlTooBig, display_path, parse_yaml
 from .models import AgentCard, CriticCard, FunctionCard, HumanCard, ModelSettings
 
 __all__ = ["Context", "build_card", "card_dirs", "find_card", "is_path", "merge_settings"]
@@ -37,6 +37,8 @@ class Context:
     """Where problems go."""
     standalone: bool = False
     """Checking a card file alone: the workflow that will supply ``mcp_config`` is unknown."""
+    execute: bool = True
+    """Import the modules ``module:function`` references name (``False``: check their source)."""
 
 
 def is_path(ref: str) -> bool:
@@ -54,8 +56,28 @@ def card_dirs(base: Path) -> list[Path]:
     ]
 
 
-def find_card(ref: str, base: Path) -> tuple[Path | None, str, str]:
-    """The card file ``ref`` names; or ``None`` with a message and a fix."""
+CardIndex = dict[Path, dict[str, list[Path]]]
+"""Card names found in each ``nodes`` directory (each card file parsed once per load)."""
+
+
+def _names_in(d: Path, index: CardIndex) -> dict[str, list[Path]]:
+    key = d.resolve()
+    if key not in index:
+        named: dict[str, list[Path]] = {}
+        for path in sorted(d.glob("*.y*ml")):
+            try:
+                _, data = parse_yaml(path.read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError, UnicodeDecodeError, YamlTooBig):
+                continue
+            if isinstance(data, dict) and isinstance(data.get("name"), str):
+                named.setdefault(data["name"], []).append(path)
+        index[key] = named
+    return index[key]
+
+
+def find_card(ref: str, base: Path, index: CardIndex | None = None) -> tuple[Path | None, str, str]:
+    """The card file ``ref`` names; or ``None`` with a message and a fix. ``index`` keeps the
+    names found by reading the cards, for the next reference of the same load."""
     if is_path(ref):
         path = base / ref
         if path.is_file():
@@ -70,15 +92,11 @@ def find_card(ref: str, base: Path) -> tuple[Path | None, str, str]:
         for suffix in (".yaml", ".yml"):
             if (d / f"{ref}{suffix}").is_file():
                 return d / f"{ref}{suffix}", "", ""
+    index = {} if index is None else index
     named: dict[str, list[Path]] = {}
     for d in dirs:
-        for path in sorted(d.glob("*.y*ml")):
-            try:
-                data = yaml.safe_load(path.read_text(encoding="utf-8"))
-            except (OSError, yaml.YAMLError, UnicodeDecodeError):
-                continue
-            if isinstance(data, dict) and isinstance(data.get("name"), str):
-                named.setdefault(data["name"], []).append(path)
+        for name, paths in _names_in(d, index).items():
+            named.setdefault(name, []).extend(paths)
     if len(named.get(ref, [])) == 1:
         return named[ref][0], "", ""
     if len(named.get(ref, [])) > 1:
@@ -188,9 +206,7 @@ def build_card(card: Any, source: Source, path: Path_, ctx: Context) -> Any:
     before = len(problems)
     try:
         if isinstance(card, AgentCard):
-            tools = _resolve_all(
-                card.tools, BUILTIN_TOOLS, "tool", source, path + ("tools",), problems
-            )
+            tools = _resolve_all(card.tools, BUILTIN_TOOLS, "tool", source, path + ("tools",), ctx)
             mcp_config, mcp_servers = _mcp(card, source, path, ctx)
             conf = _conf(ctx, card.model, source, path)
             node: Any = Agent(
@@ -217,7 +233,7 @@ def build_card(card: Any, source: Source, path: Path_, ctx: Context) -> Any:
                 )
             elif card.scorer is not None:
                 scorer = _resolve(
-                    card.scorer, BUILTIN_SCORERS, "scorer", source, path + ("scorer",), problems
+                    card.scorer, BUILTIN_SCORERS, "scorer", source, path + ("scorer",), ctx
                 )
             conf = _conf(ctx, card.model, source, path)
             if len(problems) > before:
@@ -235,7 +251,7 @@ def build_card(card: Any, source: Source, path: Path_, ctx: Context) -> Any:
         elif isinstance(card, HumanCard):
             node = Human(name=card.name, prompt=card.prompt, description=card.description)
         elif isinstance(card, FunctionCard):
-            fn = _resolve(card.function, {}, "function", source, path + ("function",), problems)
+            fn = _resolve(card.function, {}, "function", source, path + ("function",), ctx)
             if fn is None:
                 return None
             node = Node(name=card.name, fn=fn, description=card.description)
@@ -268,12 +284,15 @@ def _resolve(
     what: str,
     source: Source,
     path: Path_,
-    problems: list[Problem],
+    ctx: Context,
 ) -> Any:
     try:
-        return import_ref(ref, builtins, what)
+        return import_ref(ref, builtins, what, execute=ctx.execute)
+    except Unchecked as exc:
+        ctx.problems.append(source.problem(path, exc.message, "", warning=True))
+        return exc.stand_in
     except ImportProblem as exc:
-        problems.append(source.problem(path, exc.message, exc.fix))
+        ctx.problems.append(source.problem(path, exc.message, exc.fix))
         return None
 
 
@@ -283,9 +302,7 @@ def _resolve_all(
     what: str,
     source: Source,
     path: Path_,
-    problems: list[Problem],
+    ctx: Context,
 ) -> list[Any]:
-    found = [
-        _resolve(ref, builtins, what, source, path + (i,), problems) for i, ref in enumerate(refs)
-    ]
+    found = [_resolve(ref, builtins, what, source, path + (i,), ctx) for i, ref in enumerate(refs)]
     return [f for f in found if f is not None]

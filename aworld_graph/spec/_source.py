@@ -1,4 +1,10 @@
-"""Reading one YAML file: data, the line of every field, duplicate keys, ``${VAR}`` values."""
+"""Reading one YAML file: data, the line of every field, duplicate keys, ``${VAR}`` values.
+
+Every YAML text is parsed once and bounded (:func:`parse_yaml`): at most :data:`MAX_BYTES`
+bytes, :data:`MAX_DEPTH` levels of nesting and :data:`MAX_VALUES` values with aliases
+expanded, so an alias bomb or a deeply nested file is a clear problem, not a ``MemoryError``
+or ``RecursionError``.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,82 @@ import yaml
 
 from ._problems import Problem, field_path
 
-__all__ = ["Source", "display_path", "read_source"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_VALUES", "Source", "YamlTooBig", "display_path"]
+__all__ += ["parse_yaml", "read_source"]
+
+MAX_BYTES = 1 << 20
+"""Largest workflow, card or MCP config file read (1 MiB)."""
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and lists."""
+MAX_VALUES = 100_000
+"""Most values (scalars, mappings, lists) a file may hold, counting each alias expanded."""
+
+
+class YamlTooBig(ValueError):
+    """A YAML text over the size, depth or alias-expansion bounds; the message says which."""
+
+
+def parse_yaml(text: str) -> tuple[yaml.Node | None, Any]:
+    """The composed node tree and the data of one YAML document, within the bounds.
+
+    Raises :class:`YamlTooBig` or :class:`yaml.YAMLError`."""
+    if len(text) > MAX_BYTES:
+        raise YamlTooBig(
+            f"the file is {len(text):,} characters long (at most {MAX_BYTES:,}); split it "
+            "into smaller files (node cards, nested workflows)"
+        )
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise YamlTooBig(_too_deep()) from None
+        if node is None:
+            return None, None
+        _check_shape(node)
+        return node, loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _too_deep() -> str:
+    return f"it nests more than {MAX_DEPTH} levels deep; flatten it"
+
+
+def _check_shape(root: yaml.Node) -> None:
+    """Depth and alias-expanded size of a node graph, without expanding it."""
+    sizes: dict[int, int] = {}
+    # iterative post-order walk; a node reached again through an alias is counted from `sizes`
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    open_: set[int] = set()
+    while stack:
+        node, depth, done = stack.pop()
+        if depth > MAX_DEPTH:
+            raise YamlTooBig(_too_deep())
+        key = id(node)
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        if done:
+            open_.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+            if sizes[key] > MAX_VALUES:
+                raise YamlTooBig(
+                    f"it holds more than {MAX_VALUES:,} values once its aliases (*name) are "
+                    "expanded (an alias bomb is refused); write the values out, or use fewer "
+                    "aliases"
+                )
+            continue
+        if key in sizes:
+            continue
+        if key in open_:
+            raise YamlTooBig("an alias (*name) refers to a value that contains it; remove the loop")
+        open_.add(key)
+        stack.append((node, depth, True))
+        stack.extend((child, depth + 1, False) for child in children if id(child) not in sizes)
+
 
 Path_ = tuple[Any, ...]
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -94,8 +175,13 @@ def read_source(path: Path, display: str | None = None) -> Source:
         )
         return source
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = parse_yaml(text)
+    except YamlTooBig as exc:
+        problem, _, fix = str(exc).partition("; ")
+        source.problems.append(
+            Problem(file=source.display, line=None, field="", message=problem, fix=fix)
+        )
+        return source
     except yaml.YAMLError as exc:
         mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

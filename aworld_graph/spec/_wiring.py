@@ -12,7 +12,7 @@ from ..conditions import FIELDS, Condition, compile_condition
 from ..errors import DefinitionError
 from ..swarm import Edge, edge
 from ._problems import Problem, did_you_mean
-from ._registry import ImportProblem, import_ref
+from ._registry import ImportProblem, Unchecked, import_ref
 from ._source import Path_, Source
 from ._validate import check
 from .models import EdgeSpec, Parallel, Serial, Step
@@ -38,6 +38,8 @@ class Wiring:
     broken: set[str] = field(default_factory=set)
     """Names of nodes whose definition failed (already reported; references to them are not)."""
     problems: list[Problem] = field(default_factory=list)
+    execute: bool = True
+    """Import the module of a ``module:function`` predicate (``False``: check its source)."""
     incomplete: bool = False
     """Something was left out of the swarm; its own reachability findings would mislead."""
     blocked: bool = False
@@ -185,8 +187,12 @@ class Wiring:
         text = str(spec.when).strip()
         try:
             if _PREDICATE.match(text):
-                return compile_condition(import_ref(text, {}, "predicate"))
+                fn = import_ref(text, {}, "predicate", execute=self.execute)
+                return compile_condition(fn, f"edge {spec.from_} -> {spec.to}")
             return compile_condition(text, f"edge {spec.from_} -> {spec.to}")
+        except Unchecked as exc:
+            self.problems.append(self.source.problem(path, exc.message, "", warning=True))
+            return compile_condition(exc.stand_in, f"edge {spec.from_} -> {spec.to}")
         except ImportProblem as exc:
             self.problems.append(self.source.problem(path, exc.message, exc.fix))
         except DefinitionError as exc:

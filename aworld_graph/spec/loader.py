@@ -19,7 +19,15 @@ from ..errors import DefinitionError
 from ..model import ChatModel
 from ..nodes import Critic
 from ..swarm import Swarm
-from ._cards import Context, build_card, find_card, merge_settings, placeholder, read_mcp
+from ._cards import (
+    CardIndex,
+    Context,
+    build_card,
+    find_card,
+    merge_settings,
+    placeholder,
+    read_mcp,
+)
 from ._problems import Problem, SpecError, field_path
 from ._source import Path_, Source, display_path, read_source
 from ._validate import check
@@ -72,8 +80,12 @@ def load_card(path: str | os.PathLike[str]) -> Any:
 
 def validate_file(path: str | os.PathLike[str]) -> list[Problem]:
     """Every problem of a workflow or card file: a card when it lies in a ``nodes`` directory or
-    has a ``kind`` (and no ``nodes``), a workflow otherwise."""
-    loader = _Loader()
+    has a ``kind`` (and no ``nodes``), a workflow otherwise.
+
+    Runs no plugin code: a ``package.module:function`` reference (tool, scorer, function node,
+    edge predicate) is checked in the module's source without importing it (see
+    :mod:`aworld_graph.spec._registry`)."""
+    loader = _Loader(execute=False)
     path = Path(path)
     source = loader.source(path)
     data = source.data
@@ -102,10 +114,14 @@ class _Entry:
 
 
 class _Loader:
-    def __init__(self) -> None:
+    def __init__(self, *, execute: bool = True) -> None:
+        self.execute = execute
+        """Import the modules that ``module:function`` references name (loading does; checking
+        only looks them up and parses their source)."""
         self.problems: list[Problem] = []
         self.sources: dict[Path, Source] = {}
         self.stack: list[Path] = []
+        self.card_index: CardIndex = {}
 
     # -- files --------------------------------------------------------------------------------
     def source(self, path: Path) -> Source:
@@ -140,7 +156,12 @@ class _Loader:
             return None
         self.stack.append(path.resolve())
         try:
-            swarm = self.workflow(source, source.data, (), ctx or Context(problems=self.problems))
+            swarm = self.workflow(
+                source,
+                source.data,
+                (),
+                ctx or Context(problems=self.problems, execute=self.execute),
+            )
         finally:
             self.stack.pop()
         if swarm is not None:
@@ -161,7 +182,8 @@ class _Loader:
         self.problems += problems
         if card is None:
             return None
-        return build_card(card, source, (), ctx or Context(problems=self.problems, standalone=True))
+        ctx = ctx or Context(problems=self.problems, standalone=True, execute=self.execute)
+        return build_card(card, source, (), ctx)
 
     # -- a workflow ---------------------------------------------------------------------------
     def workflow(
@@ -187,6 +209,7 @@ class _Loader:
             )
             return None
         ctx = Context(
+            execute=outer.execute,
             mcp_config=outer.mcp_config,
             mcp_known=outer.mcp_known,
             defaults=outer.defaults,
@@ -217,6 +240,7 @@ class _Loader:
             prefix=prefix,
             nodes={e.name: e.path for e in entries},
             broken=broken,
+            execute=ctx.execute,
             incomplete=bool(broken),
             blocked=header is None,
         )
@@ -316,7 +340,7 @@ class _Loader:
         if isinstance(entry, str | CardRef):
             ref = entry if isinstance(entry, str) else entry.card
             failed.name = ref
-            found, message, fix = find_card(ref, source.path.parent)
+            found, message, fix = find_card(ref, source.path.parent, self.card_index)
             if found is None:
                 where = path if isinstance(entry, str) else path + ("card",)
                 self.problems.append(source.problem(where, message, fix))

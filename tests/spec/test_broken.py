@@ -96,7 +96,7 @@ EXPECTED: dict[str, tuple[int, str, str, str]] = {
         "unknown tool 'calculater' (did you mean 'calculator'?)",
         "built-in tool (calculator)",
     ),
-    "bad_import": (7, "nodes[1].scorer", "cannot import module 'no_such_module_xyz'", "importable"),
+    "bad_import": (7, "nodes[1].scorer", "module 'no_such_module_xyz'", "importable"),
     "missing_env": (
         2,
         "description",
