@@ -251,7 +251,8 @@ class ServerApp:
     # -- threads ---------------------------------------------------------------------------
 
     async def thread_create(self, request: Request) -> Response:
-        return self.json(await self.threads.create(await self.body(request)))
+        thread_id = await self.threads.create(await self.body(request))
+        return self.json(await self.threads.get(thread_id))
 
     async def thread_search(self, request: Request) -> Response:
         return self.json(await self.threads.search(await self.body(request)))

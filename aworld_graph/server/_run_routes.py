@@ -79,14 +79,17 @@ class RunRoutes:
         metadata = body.get("metadata") or {}
         if not isinstance(metadata, Mapping):
             raise ApiError(422, "invalid_metadata", "metadata must be an object")
+        new = thread_id is None
         if thread_id is None:  # a stateless run gets a thread of its own
-            thread_id = (await self.threads.create({}))["thread_id"]
+            if text is None:
+                raise ApiError(422, "missing_input", "a run without a thread needs an input")
+            thread_id = await self.threads.create({})
         elif not await self.threads.exists(thread_id):
             if body.get("if_not_exists") != "create":
                 raise self.threads.not_found(thread_id)
             await self.threads.create({"thread_id": thread_id})
         thread_id = str(thread_id)
-        owner = await self.threads.assistant_of(thread_id)
+        owner = None if new else await self.threads.assistant_of(thread_id)
         if owner is not None and owner.graph_id != assistant.graph_id:
             raise ApiError(
                 409,
@@ -95,9 +98,9 @@ class RunRoutes:
                 f"{assistant.assistant_id}; start a new thread for another workflow",
             )
         busy = bool(self.runs.busy(thread_id))
-        if not busy:  # else it is checked when the runs before it have ended
+        if not busy and not new:  # else checked when the runs before it have ended
             await self._check(thread_id, text, has_resume)
-        fresh = self.threads.fresh.get(thread_id) or {}
+        fresh = self.threads.fresh.pop(thread_id, None) or {}  # its runs keep the metadata
         run = await self.runs.start(
             thread_id=thread_id,
             assistant=assistant,

@@ -120,10 +120,12 @@ class _Sink:
         feed, kind = self.run.feed, event.get("event")
         if kind == "state":
             checkpoint = event["checkpoint"]
+            values = clean(checkpoint.get("values") or {})
             if int((checkpoint.get("metadata") or {}).get("step", -1)) >= 0:  # not the input's
-                self.run.values = clean(checkpoint.get("values") or {})
-                feed.append("values", self.run.values)
-            feed.append("checkpoints", clean(checkpoint))
+                self.run.values = values
+                feed.append("values", values)
+            rest = clean({k: v for k, v in checkpoint.items() if k != "values"})
+            feed.append("checkpoints", {**rest, "values": values})
             return
         if kind == "update":
             updates = clean(event["updates"])
@@ -317,7 +319,8 @@ class RunManager:
             )
         finally:
             await close_graph(graph)
-        run.values = clean(response.state or run.values or {})
+        if run.values is None or response.status not in ("finished", "interrupted"):
+            run.values = clean(response.state or {})
         if response.interrupts:
             interrupts = clean(response.interrupts)
             run.feed.append("values", {**(run.values or {}), "__interrupt__": interrupts})

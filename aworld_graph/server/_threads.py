@@ -47,7 +47,9 @@ class Threads:
         return await self.saver.aget_tuple(_config(thread_id))
 
     async def exists(self, thread_id: str) -> bool:
-        return thread_id in self.fresh or await self._latest(thread_id) is not None
+        if thread_id in self.fresh or self.runs.busy(thread_id):
+            return True
+        return await self._latest(thread_id) is not None
 
     async def assistant_of(self, thread_id: str) -> Assistant | None:
         """The assistant whose runs the thread holds, or ``None`` (no run yet, or a run of a
@@ -82,13 +84,14 @@ class Threads:
 
     # -- Thread objects --------------------------------------------------------------------
 
-    async def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def create(self, body: Mapping[str, Any]) -> str:
+        """A new thread (in memory until its first run); its id."""
         import uuid
 
         thread_id = str(body.get("thread_id") or uuid.uuid4())
-        if await self.exists(thread_id):
+        if body.get("thread_id") and await self.exists(thread_id):
             if body.get("if_exists") == "do_nothing":
-                return await self.get(thread_id)
+                return thread_id
             raise ApiError(
                 409,
                 "thread_exists",
@@ -99,7 +102,7 @@ class Threads:
             raise ApiError(422, "invalid_metadata", "metadata must be an object")
         stamp = now()
         self.fresh[thread_id] = {"metadata": metadata, "created_at": stamp, "updated_at": stamp}
-        return await self.get(thread_id)
+        return thread_id
 
     async def get(self, thread_id: str, summary: Any = None) -> dict[str, Any]:
         latest = await self._latest(thread_id)
@@ -141,12 +144,11 @@ class Threads:
             status = "error"
         else:
             status = "idle"
-        if summary is None:
-            summary = next((s for s in await self._summaries() if s.thread_id == thread_id), None)
         stamp = latest.checkpoint.get("ts")
+        first = summary.first_at if summary else (fresh or {}).get("created_at", stamp)
         return {
             "thread_id": thread_id,
-            "created_at": summary.first_at if summary else stamp,
+            "created_at": first,
             "updated_at": summary.last_at if summary else stamp,
             "metadata": clean(metadata),
             "status": status,
