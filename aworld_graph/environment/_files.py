@@ -2,15 +2,20 @@
 
 Every path a model passes is resolved against the root with symlinks followed; anything that
 lands outside the root – through ``..``, an absolute path or a link – is refused with a message
-that says so. Results are bounded (entries, bytes, hits) so a big tree cannot flood the model.
+that says so. Results are bounded (entries, bytes, hits) so a big tree cannot flood the model,
+and so is a search's time: patterns run on the ``regex`` engine with a deadline, so a pattern
+that backtracks catastrophically (``(a+)+$`` against a long line) ends with a clear error
+instead of holding the server.
 """
 
 from __future__ import annotations
 
 import os
-import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import regex as re
 
 __all__ = ["FileAccessError", "RootedFiles"]
 
@@ -22,6 +27,8 @@ MAX_HITS = 200
 """``search_files`` reports at most this many matches."""
 MAX_SEARCH_FILE_BYTES = 2_000_000
 """Files larger than this are skipped by ``search_files``."""
+SEARCH_SECONDS = 2.0
+"""Time one ``search_files`` call may spend matching, over all files."""
 
 
 class FileAccessError(ValueError):
@@ -103,22 +110,27 @@ class RootedFiles:
         """
         try:
             regex = re.compile(pattern, re.IGNORECASE)
-        except re.error:
+        except (re.error, OverflowError, RecursionError):
             regex = re.compile(re.escape(pattern), re.IGNORECASE)
         start = self.resolve(path)
         if not start.is_dir():
             raise FileAccessError(f"{path!r} is not a directory; search_files searches a directory")
         hits: list[str] = []
+        deadline = time.monotonic() + SEARCH_SECONDS
         for directory, dirnames, filenames in os.walk(start, followlinks=False):
             dirnames.sort()
             for name in sorted(filenames):
                 if len(hits) >= MAX_HITS:
                     hits.append(f"[stopped after {MAX_HITS} matches; narrow the pattern or path]")
                     return "\n".join(hits)
-                hits.extend(self._search_one(Path(directory) / name, regex, MAX_HITS - len(hits)))
+                hits.extend(
+                    self._search_one(Path(directory) / name, regex, MAX_HITS - len(hits), deadline)
+                )
         return "\n".join(hits) if hits else f"no matches for {pattern!r} under {path!r}"
 
-    def _search_one(self, file: Path, regex: re.Pattern[str], budget: int) -> list[str]:
+    def _search_one(
+        self, file: Path, regex: re.Pattern[str], budget: int, deadline: float
+    ) -> list[str]:
         try:
             real = self.resolve(str(file))
         except FileAccessError:
@@ -126,13 +138,26 @@ class RootedFiles:
         if not real.is_file() or real.stat().st_size > MAX_SEARCH_FILE_BYTES:
             return []
         shown = file.relative_to(self.root).as_posix()
-        found: list[str] = [f"{shown}: (file name matches)"] if regex.search(file.name) else []
+
+        def matches(text: str, where: str) -> bool:
+            try:
+                return (
+                    regex.search(text, timeout=max(deadline - time.monotonic(), 0.001)) is not None
+                )
+            except TimeoutError:
+                raise FileAccessError(
+                    f"search_files stopped: pattern {regex.pattern[:100]!r} took longer than "
+                    f"{SEARCH_SECONDS:g} s (at {shown}{where}); it backtracks too much (nested "
+                    "quantifiers such as (a+)+ or (.*)*): simplify it, or search for plain text"
+                ) from None
+
+        found: list[str] = [f"{shown}: (file name matches)"] if matches(file.name, "") else []
         data = real.read_bytes()
         if b"\x00" in data[:8192]:
             return found
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             if len(found) >= budget:
                 break
-            if regex.search(line):
+            if matches(line, f":{number}"):
                 found.append(f"{shown}:{number}: {line.strip()[:300]}")
         return found

@@ -190,3 +190,15 @@ async def test_headers_never_leak(http_url: str, caplog: pytest.LogCaptureFixtur
         ]
         no_secret(box, box.config, *outcomes, *(o.result for o in outcomes))
     no_secret(caplog.text)
+
+
+async def test_a_catastrophic_search_is_an_error_and_the_server_answers_after(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "long.txt").write_text("needle\n" + "a" * 60 + "!\n")
+    async with Sandbox(mcp_config={"mcpServers": {"env": bundled(tmp_path)}}) as box:
+        slow = await box.mcpservers.call_tool("env", "search_files", {"pattern": "(a|aa)+$"})
+        assert slow.is_error
+        assert "search_files stopped: pattern '(a|aa)+$' took longer than 2 s" in slow.content
+        found = await box.mcpservers.call_tool("env", "search_files", {"pattern": "needle"})
+        assert found.content == "long.txt:1: needle"

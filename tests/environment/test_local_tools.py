@@ -117,3 +117,25 @@ def test_read_errors(files: RootedFiles, tmp_path: Path) -> None:
         files.read_file("blob.bin")
     with pytest.raises(FileAccessError, match="not a directory"):
         RootedFiles.at(tmp_path / "missing")
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["(a|aa)+$", "(aa|a)+!b", r"(\w|\w\w)+$", "(?:a|aa)+x{41}"],
+)
+def test_a_catastrophic_pattern_is_stopped_with_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str
+) -> None:
+    import aworld_graph.environment._files as files_module
+
+    monkeypatch.setattr(files_module, "SEARCH_SECONDS", 0.05)
+    (tmp_path / "long.txt").write_text(
+        "ok\n" + "a" * 40 + "x" * 40 + "aaaaaaaaaaaaaaaaaaaaaaaaaaaa!\n"
+    )
+    files = RootedFiles.at(tmp_path)
+    with pytest.raises(FileAccessError) as info:
+        files.search_files(pattern)
+    message = str(info.value)
+    assert message.startswith(f"search_files stopped: pattern {pattern!r} took longer than 0.05 s")
+    assert "(at long.txt:2)" in message and "search for plain text" in message
+    assert files.search_files("ok") == "long.txt:1: ok"  # the next search works
