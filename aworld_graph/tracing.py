@@ -64,10 +64,12 @@ def configure(tracer_provider: Any = None, capture_content: bool = False) -> Non
     """
     global _tracing
     try:
-        from ._tracing_otel import Tracing
-    except ImportError:  # opentelemetry-api is not installed: tracing stays off
+        import opentelemetry.trace  # noqa: F401
+    except ImportError:  # OpenTelemetry is not installed: tracing stays off
         _tracing = None
         return
+    from ._tracing_otel import Tracing
+
     _tracing = Tracing(tracer_provider, capture_content=capture_content)
 
 
