@@ -1,13 +1,11 @@
 """Channel values as blob rows: full values, and append-only lists as deltas.
 
-A list serialized with msgpack is an array header followed by the items' encodings, one
-after another, each independent of the others. When a new version of a list channel starts
-with the previous version's items (a message list, a trace, a rewards list), the row keeps
-only the appended items — itself a valid msgpack array — and points at the version it
-extends. Every ``snapshot_every`` versions a full value is stored again, so rebuilding any
-version reads a bounded chain. Whether the new list really extends the old one is checked on
-the serialized bytes (a BLAKE2b digest of the prefix), so a list whose items were edited in
-place is never mistaken for an append.
+A msgpack list is an array header and then its items' encodings, each independent of the
+others. When a new version of a list channel starts with the previous version's items
+(messages, a trace, rewards), the row keeps only the appended items (itself a msgpack array)
+and points at the version it extends; every ``snapshot_every`` versions a full value is
+stored again, so rebuilding any version reads a bounded chain. The prefix is compared on the
+serialized bytes (a BLAKE2b digest), so a list edited in place is never taken for an append.
 """
 
 from __future__ import annotations

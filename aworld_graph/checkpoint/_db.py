@@ -13,7 +13,7 @@ import json
 import queue
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import lru_cache
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from ..errors import ConfigError, RuntimeFailure
 
-__all__ = ["AT_CHECKPOINT", "Durability", "SqliteDatabase", "Tx", "is_url", "open_database"]
+__all__ = ["AT_CHECKPOINT", "Durability", "Tx", "Unpack", "is_url", "open_database"]
 
 Durability = Literal["normal", "full"]
 """``normal``: a committed write survives a killed process (SQLite ``synchronous=NORMAL``;
@@ -30,6 +30,8 @@ PostgreSQL ``synchronous_commit=off``, so a server crash may lose the last commi
 
 AT_CHECKPOINT = "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 """The ``WHERE`` condition naming one checkpoint (of ``checkpoints`` or ``checkpoint_writes``)."""
+Unpack = Callable[[bytes], Any]
+"""Decodes a stored msgpack value (the saver's serializer)."""
 BUSY_TIMEOUT_S = 60.0
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 

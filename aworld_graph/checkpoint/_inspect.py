@@ -79,9 +79,7 @@ def thread_summaries(tx: Tx, limit: int | None = None) -> list[ThreadSummary]:
     return [ThreadSummary(**dict(zip(names, row, strict=True))) for row in tx.all(sql, params)]
 
 
-def transitions(
-    tx: Tx, thread_id: str, ns: str = "", *, errors: bool = True
-) -> list[TransitionRow]:
+def transitions(tx: Tx, thread_id: str, ns: str, *, errors: bool) -> list[TransitionRow]:
     """Every transition of a thread/namespace, oldest first (forks and failed steps
     included; ``errors=False`` for a store not migrated yet, whose view has no errors)."""
     names = [f.name for f in fields(TransitionRow)]  # the view's columns, in another order

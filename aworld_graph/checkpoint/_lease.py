@@ -1,15 +1,13 @@
 """One writer per thread: a lease row names the saver that runs a thread now.
 
-``TrajectorySaver.hold(thread_id)`` takes the lease (``Runners`` do it for every run): a row
-in ``checkpoint_leases`` with the holder, its host and process id, and an expiry. While it
-is held, another saver's ``hold`` of that thread, and its ``put`` / ``put_writes``, raise
-:class:`~aworld_graph.errors.ThreadBusy` naming the thread and the holder, so two runs of
-one thread cannot fork its checkpoint chain. The holder's own writes renew the lease. A
-lease stops counting when it expires, and at once when its holder's process on the same
-host is gone (a SIGKILLed worker blocks nobody). Releasing deletes the row.
-
-On PostgreSQL every write of a thread also takes a shared transaction-level advisory lock
-on it, and retention (pruning, deleting runs) an exclusive one, so deleting values never
+``TrajectorySaver.hold(thread_id)`` (``Runners`` take it for every run) writes a row in
+``checkpoint_leases``: the holder, its host and process id, an expiry. While it is held,
+another saver's ``hold``, ``put`` or ``put_writes`` of that thread raises
+:class:`~aworld_graph.errors.ThreadBusy` naming the thread and the holder, so two runs cannot
+fork its checkpoint chain. The holder's writes renew the lease; releasing deletes the row. A
+lease stops counting when it expires, and at once when its holder's process on the same host
+is gone (a SIGKILLed worker blocks nobody). On PostgreSQL a write of a thread also takes a
+shared advisory lock on it, and retention an exclusive one, so deleting values never
 interleaves with a write that builds a delta on them.
 """
 

@@ -1,19 +1,18 @@
 """Reading and migrating stores written by schema 1 and 2 (aworld-graph 0.1 on SQLite).
 
-Schema 2 could store a checkpoint's skeleton (the checkpoint without its values) as the
-entries that changed from its parent's: ``0xC1`` (a byte msgpack never uses) followed by the
-msgpack of ``{"rest", "cv", "cv-", "vs", "vs-"}`` — the other top-level fields, channel
-versions set and removed, per-node seen versions set and removed. Such a file reads as it
-is (:func:`skeleton`), and the first write migrates it (:func:`store_skeletons_whole`).
+Schema 2 could store a checkpoint's skeleton (the checkpoint without its values) as what
+changed from its parent's: ``0xC1`` (a byte msgpack never uses), then the msgpack of
+``{"rest", "cv", "cv-", "vs", "vs-"}`` (the other fields, channel versions and per-node seen
+versions set and removed). Such a file reads as it is (:func:`skeleton`); the first write
+migrates it (:func:`store_skeletons_whole`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ..errors import RuntimeFailure
-from ._db import AT_CHECKPOINT, Tx
+from ._db import AT_CHECKPOINT, Tx, Unpack
 from ._trajectory import error_text, node_from_task_path
 
 __all__ = ["skeleton", "store_skeletons_whole", "name_write_nodes"]
@@ -28,7 +27,7 @@ _ANCESTORS = (
 
 
 def skeleton(
-    tx: Tx, unpack: Callable[[bytes], Any], thread_id: str, ns: str, cid: str, blob: bytes
+    tx: Tx, unpack: Unpack, thread_id: str, ns: str, cid: str, blob: bytes
 ) -> dict[str, Any]:
     """A stored skeleton, decoded (a schema-2 delta read through its chain)."""
     blob = bytes(blob)
@@ -53,9 +52,7 @@ def _apply(base: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
     return {**(delta.get("rest") or {}), "channel_versions": cv, "versions_seen": vs}
 
 
-def _resolve(
-    tx: Tx, thread_id: str, ns: str, checkpoint_id: str, unpack: Callable[[bytes], Any]
-) -> dict[str, Any]:
+def _resolve(tx: Tx, thread_id: str, ns: str, checkpoint_id: str, unpack: Unpack) -> dict[str, Any]:
     """The whole skeleton of a checkpoint stored as a delta (its chain read in one query)."""
     rows = {
         cid: (parent, bytes(blob))
@@ -80,7 +77,7 @@ def _resolve(
 
 def store_skeletons_whole(tx: Tx, serde: Any) -> None:
     """Rewrite every delta skeleton whole (oldest first, so each parent is whole already)."""
-    unpack: Callable[[bytes], Any] = lambda data: serde.loads_typed(("msgpack", data))  # noqa: E731
+    unpack: Unpack = lambda data: serde.loads_typed(("msgpack", data))  # noqa: E731
     rows = tx.all(
         "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints "
         "WHERE substr(checkpoint, 1, 1) = x'c1' ORDER BY thread_id, checkpoint_ns, checkpoint_id"

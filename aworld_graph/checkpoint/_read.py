@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,7 +19,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..errors import AWorldGraphError, ConfigError, RuntimeFailure, UnsafeCheckpointValue
 from ._blobs import DELTA, EMPTY, array_header, split_array
-from ._db import Tx
+from ._db import Tx, Unpack
 from ._legacy import skeleton
 
 __all__ = ["config_of", "decoding", "lookup", "page_rows", "stored_values", "to_tuples"]
@@ -118,9 +118,8 @@ def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 
 
 def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[CheckpointTuple]:
-    """The tuples of ``rows`` (in order), values and pending writes included; per
-    thread/namespace one query reads the values, one the writes."""
-    unpack: Callable[[bytes], Any] = lambda data: serde.loads_typed(("msgpack", data))  # noqa: E731
+    """The tuples of ``rows`` (in order), values and pending writes included."""
+    unpack: Unpack = lambda data: serde.loads_typed(("msgpack", data))  # noqa: E731
     scopes: dict[tuple[str, str], list[Row]] = {}
     for row in rows:
         scopes.setdefault((row[0], row[1]), []).append(row)

@@ -6,17 +6,15 @@ rows its list deltas are built on; the other value rows of that thread/namespace
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
-from ._db import AT_CHECKPOINT, Tx
+from ._db import AT_CHECKPOINT, Tx, Unpack
 from ._lease import lock_for_retention
 from ._schema import columns
 
 __all__ = ["delete_threads", "delete_runs", "copy_thread", "prune"]
 
 _BY_CHECKPOINT = ("checkpoints", "checkpoint_writes")
-Unpack = Callable[[bytes], Any]
 
 
 def delete_threads(tx: Tx, thread_ids: Sequence[str]) -> None:
@@ -58,14 +56,12 @@ def prune(
     tx: Tx,
     unpack: Unpack,
     thread_ids: Iterable[str] | None,
-    *,
     keep: int,
-    doomed: str = "1",
-    params: Sequence[Any] = (),
+    created_before: str | None = None,
 ) -> int:
     """Delete the checkpoints of each thread/namespace of ``thread_ids`` (all if ``None``)
-    for which the SQL condition ``doomed`` holds, but the ``keep`` newest; returns how many
-    were deleted."""
+    but its ``keep`` newest, only those created before ``created_before`` (ISO UTC) if
+    given; returns how many were deleted."""
     if thread_ids is None:
         scopes = tx.all("SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints")
     else:
@@ -78,6 +74,8 @@ def prune(
             )
         ]
     lock_for_retention(tx, [r[0] for r in scopes])
+    doomed = "1" if created_before is None else "created_at < ?"  # whether a row may go
+    params = () if created_before is None else (created_before,)
     keys: list[tuple[str, str, str]] = []
     for thread_id, ns in scopes:
         rows = tx.all(

@@ -27,6 +27,7 @@ the fix; plain data (dict, list, str, numbers) skips the check.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import enum
@@ -115,20 +116,18 @@ class StrictSerializer(JsonPlusSerializer):
         self, extra_allowlist: Iterable[tuple[str, ...] | type]
     ) -> StrictSerializer:
         extra = {(t.__module__, t.__name__) if isinstance(t, type) else t for t in extra_allowlist}
-        merged = self._allowed | extra
-        if merged == self._allowed:
+        if extra <= self._allowed:
             return self
         clone = copy.copy(self)
-        clone._allowed_msgpack_modules = set(merged)
+        clone._allowed_msgpack_modules = self._allowed | extra
         return clone
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         if obj is None or isinstance(obj, (bytes, bytearray)):
             return super().dumps_typed(obj)
-        try:  # plain data packs to the same bytes without LangGraph's `default` hook
+        # plain data packs to the same bytes without LangGraph's `default` hook
+        with contextlib.suppress(ormsgpack.MsgpackEncodeError, TypeError):
             return "msgpack", ormsgpack.packb(obj, option=_OPTIONS)
-        except (ormsgpack.MsgpackEncodeError, TypeError):
-            pass
         try:
             type_, data = super().dumps_typed(obj)
         except (ormsgpack.MsgpackEncodeError, TypeError) as exc:

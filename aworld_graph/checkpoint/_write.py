@@ -12,7 +12,7 @@ or value put again with the same id replaces the old row.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -31,7 +31,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._secrets import may_hold_secrets, strip_secrets
 from ._blobs import BaseInfo, encode_channel
-from ._db import AT_CHECKPOINT, Tx
+from ._db import AT_CHECKPOINT, Tx, Unpack
 from ._legacy import skeleton
 from ._read import stored_values
 from ._schema import JSON_COLUMNS, columns, primary_key
@@ -137,7 +137,7 @@ def prepare_writes(
     return record
 
 
-def store_put(tx: Tx, rec: PutRecord, unpack: Callable[[bytes], Any], snapshot_every: int) -> None:
+def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int) -> None:
     """Store ``rec`` on top of its parent as stored now (inside a write transaction)."""
     key = (rec.thread_id, rec.ns)
     parent = None
@@ -199,7 +199,7 @@ def _bases(
     }
 
 
-def _nodes_at(tx: Tx, unpack: Callable[[bytes], Any], key: tuple[str, str, str]) -> list[str]:
+def _nodes_at(tx: Tx, unpack: Unpack, key: tuple[str, str, str]) -> list[str]:
     """The nodes whose tasks wrote at a checkpoint, in LangGraph's task order. A ``Send``
     task's writes saved before their checkpoint itself (LangGraph's background saves) get
     their node named here."""
@@ -220,7 +220,7 @@ def _nodes_at(tx: Tx, unpack: Callable[[bytes], Any], key: tuple[str, str, str])
     return names
 
 
-def store_writes(tx: Tx, rec: WritesRecord, unpack: Callable[[bytes], Any]) -> None:
+def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack) -> None:
     """Store a task's writes (special channels overwrite, others are kept if present)."""
     key = (rec.thread_id, rec.ns, rec.checkpoint_id)
     node = node_from_task_path(rec.task_path) or _pushed_node(tx, unpack, key, rec.task_path)
@@ -247,9 +247,7 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Callable[[bytes], Any]) -> N
             tx.run(sql, (_json_text([*names, node]), *key[:2], cid))
 
 
-def _pushed_node(
-    tx: Tx, unpack: Callable[[bytes], Any], key: tuple[str, str, str], task_path: str
-) -> str | None:
+def _pushed_node(tx: Tx, unpack: Unpack, key: tuple[str, str, str], task_path: str) -> str | None:
     """The node of a ``Send`` task: the ``node`` of the packet at its index in the
     checkpoint's ``__pregel_tasks`` value."""
     if not task_path.startswith(_PUSH):

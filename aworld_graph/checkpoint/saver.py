@@ -38,8 +38,8 @@ _PAGE = 200
 
 
 def _in_thread(method: Callable[..., T]) -> Callable[..., Any]:
-    """The async twin of a sync method: the same code, run in a worker thread (the event
-    loop never waits on the database)."""
+    """The async twin of a sync method: the same code in a worker thread (so the event loop
+    never waits on the database)."""
 
     async def run(self: Any, *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(method, self, *args, **kwargs)
@@ -138,11 +138,14 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             yield tx
 
     @contextmanager
-    def _writing(self) -> Iterator[Tx]:
+    def _writing(self, thread_id: str | None = None) -> Iterator[Tx]:
+        """A write transaction on this schema; a write of ``thread_id`` checks its lease."""
         db = self._database()
         with db.write() as tx:
             if self._version != _schema.SCHEMA_VERSION:
                 _schema.upgrade(tx, self.serde, db.label)
+            if thread_id is not None:
+                _lease.check(tx, thread_id, self._me, thread_id in self._held, self.lease_seconds)
             yield tx
         self._version = _schema.SCHEMA_VERSION
 
@@ -217,9 +220,6 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         finally:  # hold's own cleanup is the same with or without an exception
             await asyncio.to_thread(held.__exit__, None, None, None)
 
-    def _checked(self, tx: Tx, thread_id: str) -> None:
-        _lease.check(tx, thread_id, self._me, thread_id in self._held, self.lease_seconds)
-
     # -- reading ---------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -236,10 +236,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        """Checkpoints matching ``config``/``filter``, newest first, read a page at a time.
-
-        ``filter`` keys must be identifiers (letters, digits, ``_``); they match top-level
-        metadata keys."""
+        """Checkpoints matching ``config`` and ``filter`` (top-level metadata keys, which must
+        be identifiers), newest first, read a page at a time."""
         after: tuple[str, str, str] | None = None
         left = limit
         while left is None or left > 0:
@@ -293,8 +291,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """Store a checkpoint; only channels in ``new_versions`` get new value rows. It is
         committed before this returns."""
         record = prepare_put(self.serde, config, checkpoint, metadata, new_versions)
-        with self._writing() as tx:
-            self._checked(tx, record.thread_id)
+        with self._writing(record.thread_id) as tx:
             store_put(tx, record, self._unpack, self.snapshot_every)
         return config_of(record.thread_id, record.ns, record.checkpoint_id)
 
@@ -308,8 +305,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """Store a task's pending writes for the checkpoint in ``config``; committed before
         this returns. Special channels (error, interrupt) overwrite, others are kept."""
         record = prepare_writes(self.serde, config, writes, task_id, task_path)
-        with self._writing() as tx:
-            self._checked(tx, record.thread_id)
+        with self._writing(record.thread_id) as tx:
             store_writes(tx, record, self._unpack)
 
     aput = _in_thread(put)
@@ -366,7 +362,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         returns the number of checkpoints deleted."""
         if keep < 1:
             raise ConfigError(f"prune_keep_last(keep={keep}): keep at least 1 checkpoint")
-        return self._retain(_retention.prune, self._unpack, thread_ids, keep=keep)
+        return self._retain(_retention.prune, self._unpack, thread_ids, keep)
 
     def prune_older_than(
         self,
@@ -380,14 +376,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         Returns the number of checkpoints deleted."""
         delta = age if isinstance(age, timedelta) else timedelta(days=float(age))
         cutoff = (datetime.now(UTC) - delta).isoformat()
-        return self._retain(
-            _retention.prune,
-            self._unpack,
-            thread_ids,
-            keep=int(keep_latest),
-            doomed="created_at < ?",
-            params=(cutoff,),
-        )
+        return self._retain(_retention.prune, self._unpack, thread_ids, int(keep_latest), cutoff)
 
     def vacuum(self) -> None:
         """Compact the store (``VACUUM``; on SQLite the write-ahead log is truncated too)."""
