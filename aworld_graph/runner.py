@@ -21,6 +21,7 @@ from .engine import progress
 from .errors import DefinitionError
 from .graph import GraphSource
 from .rollout import rollout as _rollout
+from .state import update_problems
 from .task import Task, TaskResponse
 
 __all__ = ["Runners", "default_checkpointer"]
@@ -40,6 +41,27 @@ def default_checkpointer() -> BaseCheckpointSaver[Any]:
 
 def _saver(checkpointer: BaseCheckpointSaver[Any] | None) -> BaseCheckpointSaver[Any]:
     return checkpointer if checkpointer is not None else default_checkpointer()
+
+
+async def _free_thread(
+    saver: BaseCheckpointSaver[Any], source: str, target: str, replace: bool
+) -> None:
+    """Make sure fork target ``target`` holds no run (deleting one only when ``replace``)."""
+    if target == source:
+        raise DefinitionError(
+            f"Runners.fork: new_task_id {target!r} is the thread being forked; leave it out to "
+            "branch in place, or name another thread"
+        )
+    existing = await saver.aget_tuple({"configurable": {"thread_id": target, "checkpoint_ns": ""}})
+    if existing is None:
+        return
+    if not replace:
+        raise DefinitionError(
+            f"Runners.fork: thread {target!r} already holds a run; forking into it would merge "
+            "two runs' histories. Name a new thread, or pass replace=True (CLI: --replace) to "
+            "delete that run first"
+        )
+    await saver.adelete_thread(target)
 
 
 def _task(
@@ -233,14 +255,24 @@ class Runners:
         agent: Agent | None = None,
         swarm: GraphSource | None = None,
         checkpointer: BaseCheckpointSaver[Any] | None = None,
+        replace: bool = False,
     ) -> str:
         """Branch run ``task_id`` at ``checkpoint_id`` (default: its latest) with edited state.
 
         The fork is written into ``new_task_id`` (a copy of the thread) or, without it, in place
-        as a new branch of the same thread; either way the history keeps its parent links.
-        ``values`` are state updates (list channels such as ``messages`` append; ``context``
-        merges; single values are replaced). Continue with :meth:`resume` on the returned id.
+        as a new branch of the same thread; either way the history keeps its parent links. A
+        ``new_task_id`` that already holds a run is refused (its history would be merged with
+        this one's) unless ``replace`` deletes it first. ``values`` are state updates (list
+        channels such as ``messages`` append; ``context`` merges; single values are replaced);
+        unknown fields and values of the wrong type are a DefinitionError listing every one.
+        Continue with :meth:`resume` on the returned id.
         """
+        problems = update_problems(dict(values or {}))
+        if problems:
+            raise DefinitionError(
+                f"Runners.fork: the state edit has {len(problems)} problem(s): "
+                + "; ".join(problems)
+            )
         saver = _saver(checkpointer)
         task = _task("", agent, swarm, task_id=task_id, session_id=None, conf=None)
         graph = open_graph(task)
@@ -248,6 +280,7 @@ class Runners:
             compiled = graph.compile(saver)
             thread = task_id
             if new_task_id is not None:
+                await _free_thread(saver, task_id, new_task_id, replace)
                 await saver.acopy_thread(task_id, new_task_id)
                 thread = new_task_id
             config: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}

@@ -13,9 +13,18 @@ in the same superstep; ``steps`` adds increments.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import (
+    Annotated,
+    Any,
+    NotRequired,
+    TypedDict,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
-__all__ = ["SwarmState", "Message", "TraceRecord", "Reward", "STATE_KEYS"]
+__all__ = ["SwarmState", "Message", "TraceRecord", "Reward", "STATE_KEYS", "update_problems"]
 
 Message = dict[str, Any]
 """A chat message in the OpenAI format (``role``, ``content``, ``tool_calls``, ``tool_call_id``),
@@ -82,3 +91,59 @@ class SwarmState(TypedDict):
 
 
 STATE_KEYS = tuple(SwarmState.__annotations__)
+_HINTS = get_type_hints(SwarmState, include_extras=True)
+
+
+_KINDS: dict[type, str] = {
+    str: "a text",
+    int: "an integer",
+    list: "a list",
+    dict: "a mapping",
+}
+
+
+def field_type(key: str) -> tuple[type, bool] | None:
+    """The plain type of state field ``key`` and whether it may be ``None``; ``None`` for a
+    name that is not a field."""
+    if key not in STATE_KEYS:
+        return None
+    hint = _HINTS[key]
+    while get_origin(hint) in (NotRequired, Annotated):
+        hint = get_args(hint)[0]
+    nullable = False
+    if get_origin(hint) is Union or type(hint).__name__ == "UnionType":
+        args = [a for a in get_args(hint) if a is not type(None)]
+        nullable, hint = True, args[0]
+    base = get_origin(hint) or hint
+    return base, nullable
+
+
+def update_problems(update: dict[str, Any]) -> list[str]:
+    """Everything wrong with a state update (unknown fields, values of the wrong type), each
+    naming the field and the fix; empty when it can be applied."""
+    problems = []
+    for key, value in update.items():
+        found = field_type(key)
+        if found is None:
+            import difflib
+
+            close = difflib.get_close_matches(key, STATE_KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(
+                f"{key!r} is not a state field{hint}; fields: {', '.join(STATE_KEYS)}; put "
+                f"your own values under context (context.{key}=...)"
+            )
+            continue
+        base, nullable = found
+        if value is None and nullable:
+            continue
+        ok = isinstance(value, base) and not (base is int and isinstance(value, bool))
+        if ok and base is list and key in ("messages", "trace", "rewards"):
+            ok = all(isinstance(item, dict) for item in value)
+        if not ok:
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            want = _KINDS.get(base, base.__name__)
+            if base is list:
+                want += " of mappings" if key in ("messages", "trace", "rewards") else ""
+            problems.append(f"{key}: {shown} is not {want}" + (" or null" if nullable else ""))
+    return problems

@@ -53,7 +53,14 @@ def load_target(target: str) -> GraphSource:
         raise DefinitionError(
             f"{target}: module {module_name!r} has no attribute {attr!r}"
         ) from None
-    return as_source(obj)
+    try:
+        return as_source(obj)
+    except DefinitionError:
+        raise DefinitionError(
+            f"{target}: {attr!r} in module {module_name!r} is a {type(obj).__name__}, not an "
+            "Agent or a Swarm; point at one (e.g. aworld_graph.examples:math_agent) or at a "
+            "workflow .yaml file"
+        ) from None
 
 
 def engine_options(f: Any) -> Any:
@@ -361,25 +368,38 @@ def serve(port: int | None) -> None:
 
 
 def _parse_set(items: tuple[str, ...]) -> dict[str, Any]:
-    """``key=value`` pairs into a state update; ``context.x=1`` sets a context field; values are
-    JSON when they parse as JSON, else strings."""
+    """``key=value`` pairs into a state update; ``context.x=1`` sets a context field. A text
+    field (``answer``, ``status``…) takes the value as written; other values are JSON when they
+    parse as JSON, else strings. Every problem (syntax, unknown field, wrong type) is reported
+    at once."""
+    from ..state import field_type, update_problems
+
     update: dict[str, Any] = {}
+    problems: list[str] = []
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise DefinitionError(
-                f"--set {item!r}: write KEY=VALUE, e.g. --set answer=42 or --set context.approved=true"
+            problems.append(
+                f"{item!r}: write KEY=VALUE, e.g. --set answer=42 or --set context.approved=true"
             )
-        try:
-            value: Any = json.loads(raw)
-        except ValueError:
-            value = raw
+            continue
+        value: Any = raw
+        if field_type(key) not in ((str, False), (str, True)):
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                value = raw
         if key.startswith("context."):
             update.setdefault("context", {})[key.split(".", 1)[1]] = value
         elif key == "message":
             update.setdefault("messages", []).append({"role": "user", "content": str(value)})
         else:
             update[key] = value
+    problems += update_problems({k: v for k, v in update.items() if k != "messages"})
+    if problems:
+        raise DefinitionError(
+            f"--set: {len(problems)} problem(s): " + "; ".join(problems) + ". Nothing was forked"
+        )
     return update
 
 
@@ -414,6 +434,11 @@ def _thread_of(checkpoint: str) -> str:
     help="Write the fork into a new thread (a copy) instead of branching in place.",
 )
 @click.option(
+    "--replace",
+    is_flag=True,
+    help="With --new-thread: delete the run already stored under that id first.",
+)
+@click.option(
     "--target",
     default=None,
     help="MODULE:ATTRIBUTE or workflow file, if the run did not record one.",
@@ -423,6 +448,7 @@ def fork(
     checkpoint: str,
     sets: tuple[str, ...],
     new_thread: str | None,
+    replace: bool,
     target: str | None,
     db: str | None,
 ) -> None:
@@ -431,16 +457,18 @@ def fork(
 
     saver = _saver(db)
     thread = _thread_of(checkpoint)
+    values = _parse_set(sets)  # every problem at once, before anything is written
     agent, swarm = _recorded_source(saver, thread, target)
     forked = asyncio.run(
         Runners.fork(
             thread,
             checkpoint,
-            values=_parse_set(sets),
+            values=values,
             new_task_id=new_thread,
             agent=agent,
             swarm=swarm,
             checkpointer=saver,
+            replace=replace,
         )
     )
     click.echo(
