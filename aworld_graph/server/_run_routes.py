@@ -100,7 +100,7 @@ class RunRoutes:
         busy = bool(self.runs.busy(thread_id))
         if not busy and not new:  # else checked when the runs before it have ended
             await self._check(thread_id, text, has_resume)
-        fresh = self.threads.fresh.pop(thread_id, None) or {}  # its runs keep the metadata
+        fresh = self.threads.fresh.get(thread_id) or {}
         run = await self.runs.start(
             thread_id=thread_id,
             assistant=assistant,
@@ -111,6 +111,9 @@ class RunRoutes:
             kwargs={k: body.get(k) for k in ("input", "command", "stream_mode", "config")},
             check=(lambda: self._check(thread_id, text, has_resume)) if busy else None,
         )
+        if new:  # nobody else knows this thread: its record goes when the run ends
+            assert run.task is not None
+            run.task.add_done_callback(lambda _: self.threads.fresh.pop(thread_id, None))
         return run, body
 
     async def _check(self, thread_id: str, text: str | None, has_resume: bool) -> None:

@@ -107,11 +107,17 @@ class Threads:
     async def get(self, thread_id: str, summary: Any = None) -> dict[str, Any]:
         latest = await self._latest(thread_id)
         fresh = self.fresh.get(thread_id)
+        running = self.runs.busy(thread_id)
+        if latest is None and fresh is None and running:  # before its first checkpoint
+            fresh = {"metadata": {}, "created_at": running[0].created_at}
+            fresh["updated_at"] = fresh["created_at"]
         if latest is None and fresh is None:
             raise self.not_found(thread_id)
+        if latest is not None:  # its runs keep the metadata now
+            self.fresh.pop(thread_id, None)
         if latest is None:
             assert fresh is not None
-            status = "busy" if self.runs.busy(thread_id) else "idle"
+            status = "busy" if running else "idle"
             return {
                 "thread_id": thread_id,
                 "created_at": fresh["created_at"],
