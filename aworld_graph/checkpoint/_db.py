@@ -14,7 +14,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -128,11 +128,9 @@ class SqliteDatabase:
             self._idle.put(conn)
 
     def close(self) -> None:
-        while True:
-            try:
+        with suppress(queue.Empty):
+            while True:
                 self._idle.get_nowait().close()
-            except queue.Empty:
-                return
 
 
 @contextmanager

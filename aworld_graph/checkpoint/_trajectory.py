@@ -43,8 +43,6 @@ def error_text(value: Any) -> str:
 
 def duration_ms(parent_ts: str | None, ts: str) -> float | None:
     """Milliseconds between two ISO timestamps, or ``None`` if either is unknown."""
-    if not parent_ts:
-        return None
     try:
         delta = datetime.fromisoformat(ts) - datetime.fromisoformat(parent_ts)
     except (TypeError, ValueError):
