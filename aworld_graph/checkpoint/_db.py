@@ -186,6 +186,13 @@ class PostgresDatabase:
             conn.execute(f"SET synchronous_commit = {commit}")
             conn.commit()
 
+        try:  # one direct connection first: its error says what is wrong, at once
+            psycopg.connect(url, connect_timeout=10).close()
+        except psycopg.Error as exc:
+            raise ConfigError(
+                f"cannot connect to the checkpoint database {self.label}: {exc}. Check the "
+                "URL (postgresql://user@host:port/db), that the server runs and accepts you"
+            ) from None
         self._pool = ConnectionPool(
             url,
             min_size=1,
@@ -220,8 +227,11 @@ class PostgresDatabase:
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
-        with self._errors(), self._pool.connection() as conn, conn.transaction():
-            yield Tx("postgres", conn.cursor())
+        """A transaction in psycopg's pipeline mode: statements whose results nobody reads
+        (the inserts, the commit) go out together instead of a round trip each."""
+        with self._errors(), self._pool.connection() as conn:
+            with conn.pipeline(), conn.transaction():
+                yield Tx("postgres", conn.cursor())
 
     @contextmanager
     def autocommit(self) -> Iterator[Tx]:

@@ -16,11 +16,22 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import ThreadBusy
 from ._db import Tx
 
-__all__ = ["HOST", "acquire", "check", "release", "lock_for_retention"]
+__all__ = [
+    "HOST",
+    "LEASE_COLUMNS",
+    "Admit",
+    "acquire",
+    "admit",
+    "lease_from",
+    "release",
+    "lock_for_retention",
+]
 
 HOST = socket.gethostname()
 
@@ -38,39 +49,58 @@ def _alive(host: str, pid: int | None) -> bool:
     return True
 
 
+def _busy(thread_id: str, holder: str, host: str, pid: int, expires: float) -> ThreadBusy:
+    return ThreadBusy(
+        f"thread {thread_id!r} is being run by {holder} (host {host}, pid {pid}); a second "
+        "run at the same time would fork its checkpoint chain. Wait for that run to finish "
+        f"(its lease ends in {max(0.0, expires - time.time()):.0f} s if it died on another "
+        "host), or use another thread id",
+        thread_id=thread_id,
+        holder=holder,
+    )
+
+
 def _refuse_other_holder(tx: Tx, thread_id: str, me: str) -> None:
     """Raise :class:`ThreadBusy` while a live holder other than ``me`` has the lease."""
     row = tx.one(
         "SELECT holder, host, pid, expires_at FROM checkpoint_leases WHERE thread_id = ?",
         (thread_id,),
     )
-    if row is None or row[0] == me:
-        return
-    holder, host, pid, expires = row
-    if expires >= time.time() and _alive(host, pid):
-        raise ThreadBusy(
-            f"thread {thread_id!r} is being run by {holder} (host {host}, pid {pid}); a second "
-            "run at the same time would fork its checkpoint chain. Wait for that run to finish "
-            f"(its lease ends in {max(0.0, expires - time.time()):.0f} s if it died on another "
-            "host), or use another thread id",
-            thread_id=thread_id,
-            holder=holder,
-        )
+    if row is not None and row[0] != me and row[3] >= time.time() and _alive(row[1], row[2]):
+        raise _busy(thread_id, *row)
 
 
-def check(tx: Tx, thread_id: str, me: str, held: bool, seconds: float) -> None:
-    """Before a write of ``thread_id`` by ``me``: refuse it while another holder has the
-    lease; renew ``me``'s lease when it holds one."""
-    if tx.dialect == "postgres":
-        tx.one("SELECT pg_advisory_xact_lock_shared(hashtextextended(?, 0))", (thread_id,))
-    if held:
-        if not tx.run(
-            "UPDATE checkpoint_leases SET expires_at = ? WHERE thread_id = ? AND holder = ?",
-            (time.time() + seconds, thread_id, me),
-        ):
-            acquire(tx, thread_id, me, seconds)  # lost (expired and taken back): take again
+Admit = Callable[[Tx, str, Any], None]
+"""``admit(tx, thread_id, lease columns)``: :func:`admit` with the writer's identity bound."""
+
+LEASE_COLUMNS = "l.holder, l.host, l.pid, l.expires_at"
+"""The lease columns a write's first query reads (with :func:`lease_from`)."""
+
+
+def lease_from(dialect: str) -> str:
+    """A ``FROM`` clause of one row: the thread's lease (NULLs when none), for a write to
+    join what else it reads to. Parameters: the thread id twice. On PostgreSQL it also
+    takes the thread's shared advisory lock (see :func:`lock_for_retention`)."""
+    first = "pg_advisory_xact_lock_shared(hashtextextended(?, 0))" if dialect == "postgres" else "?"
+    return f"(SELECT {first} AS one) AS one LEFT JOIN checkpoint_leases AS l ON l.thread_id = ?"
+
+
+def admit(tx: Tx, thread_id: str, me: str, held: bool, seconds: float, lease: Any) -> None:
+    """Let a write of ``thread_id`` by ``me`` go on, given its lease columns: refuse it while
+    another live holder has the lease; ``me``'s lease is renewed once half of it is used."""
+    holder, host, pid, expires = lease
+    now = time.time()
+    if holder == me:
+        if held and expires - now < seconds / 2:
+            tx.run(
+                "UPDATE checkpoint_leases SET expires_at = ? WHERE thread_id = ? AND holder = ?",
+                (now + seconds, thread_id, me),
+            )
         return
-    _refuse_other_holder(tx, thread_id, me)
+    if holder is not None and expires >= now and _alive(host, pid):
+        raise _busy(thread_id, holder, host, pid, expires)
+    if held:  # lost (expired and taken, or deleted): take it back
+        acquire(tx, thread_id, me, seconds)
 
 
 def acquire(tx: Tx, thread_id: str, me: str, seconds: float) -> None:

@@ -90,10 +90,12 @@ def page_rows(
                 f"invalid metadata filter key {key!r}: use a plain identifier (letters, "
                 "digits and '_', not starting with a digit)"
             )
+        # a value matches exactly (not by containment); null matches null and a missing key,
+        # as in LangGraph's in-memory saver, on both back ends
         if tx.dialect == "postgres":
-            clauses.append("metadata @> CAST(? AS jsonb)")
-            params.append(json.dumps({key: value}, default=str))
-        else:  # `IS`: a JSON null filter matches null and a missing key, as in LangGraph
+            clauses.append("coalesce(metadata -> ?, 'null') = CAST(? AS jsonb)")
+            params.extend((key, json.dumps(value, default=str)))
+        else:
             clauses.append("json_extract(metadata, ?) IS json_extract(?, '$')")
             params.extend((f'$."{key}"', json.dumps(value, default=str)))
     if before is not None and (before_id := get_checkpoint_id(before)):
@@ -115,6 +117,10 @@ def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {
         "configurable": dict(thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id)
     }
+
+
+_IMMUTABLE = frozenset({str, int, float, bool, bytes, type(None)})
+"""Value types two tuples may share: nothing can change them in place."""
 
 
 def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[CheckpointTuple]:
@@ -140,11 +146,18 @@ def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[Checkp
             if cid in writes:
                 typed = (type_, bytes(value or b""))
                 writes[cid].append((task, ch, _decode(serde, typed, thread_id, cid, ch)))
+        scalars: dict[tuple[str, str], Any] = {}  # immutable values: decoded once, shared
         for _, _, cid, parent_id, _, metadata in members:
             checkpoint: dict[str, Any] = {**shapes[cid], "id": cid, "channel_values": {}}
             for ch, ver in checkpoint["channel_versions"].items():
-                if (typed := found.get((ch, str(ver)))) is not None:
-                    checkpoint["channel_values"][ch] = _decode(serde, typed, thread_id, cid, ch)
+                key = (ch, str(ver))
+                if key in scalars:
+                    checkpoint["channel_values"][ch] = scalars[key]
+                elif (typed := found.get(key)) is not None:
+                    value = _decode(serde, typed, thread_id, cid, ch)
+                    if type(value) in _IMMUTABLE:
+                        scalars[key] = value
+                    checkpoint["channel_values"][ch] = value
             done[(thread_id, ns, cid)] = CheckpointTuple(
                 config_of(thread_id, ns, cid),
                 checkpoint,  # type: ignore[arg-type]

@@ -163,7 +163,11 @@ def schema_version(tx: Tx, label: str) -> int | None:
 def upgrade(tx: Tx, serde: Any, label: str) -> None:
     """Create the tables, index and view of a new store, or bring a schema-1/2 one to
     :data:`SCHEMA_VERSION` (skeleton deltas stored whole, the new columns, table and view),
-    inside the caller's write transaction."""
+    inside the caller's write transaction. On PostgreSQL, savers that open a new database
+    at the same moment take turns on a transaction-level advisory lock (SQLite's write
+    transaction already excludes them)."""
+    if tx.dialect == "postgres":
+        tx.one("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (FORMAT,))
     version = schema_version(tx, label)
     if version is None:
         tx.run("CREATE TABLE IF NOT EXISTS aworld_meta (key TEXT PRIMARY KEY, value TEXT)")

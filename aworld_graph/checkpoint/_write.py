@@ -32,6 +32,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .._secrets import may_hold_secrets, strip_secrets
 from ._blobs import BaseInfo, encode_channel
 from ._db import AT_CHECKPOINT, Tx, Unpack
+from ._lease import LEASE_COLUMNS, Admit, lease_from
 from ._legacy import skeleton
 from ._read import stored_values
 from ._schema import JSON_COLUMNS, columns, primary_key
@@ -137,15 +138,20 @@ def prepare_writes(
     return record
 
 
-def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int) -> None:
-    """Store ``rec`` on top of its parent as stored now (inside a write transaction)."""
+def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int, admit: Admit) -> None:
+    """Store ``rec`` on top of its parent as stored now (inside a write transaction): one
+    query reads the thread's lease, the parent and the writes of the step that ends here."""
     key = (rec.thread_id, rec.ns)
-    parent = None
-    if rec.parent_id:
-        parent = tx.one(
-            f"SELECT created_at, checkpoint FROM checkpoints WHERE {AT_CHECKPOINT}",
-            (*key, rec.parent_id),
-        )
+    rows = tx.all(
+        f"SELECT {LEASE_COLUMNS}, c.created_at, c.checkpoint, w.node, w.task_path "
+        f"FROM {lease_from(tx.dialect)} LEFT JOIN checkpoints AS c ON c.thread_id = ? AND "
+        "c.checkpoint_ns = ? AND c.checkpoint_id = ? LEFT JOIN checkpoint_writes AS w ON "
+        "w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns AND "
+        "w.checkpoint_id = c.checkpoint_id ORDER BY w.task_path, w.task_id, w.idx",
+        (rec.thread_id, rec.thread_id, *key, rec.parent_id),
+    )
+    admit(tx, rec.thread_id, rows[0][:4])
+    parent = rows[0][4:6] if rows[0][4] is not None else None
     lists = [ch for ch, _, value, _ in rec.values if isinstance(value, list)]
     before: dict[str, str] = {}  # list channels: their version at the parent
     if parent is not None and lists:
@@ -165,7 +171,9 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int) -> No
             changed[ch] = value
         else:
             appended[ch] = added
-    nodes = _nodes_at(tx, unpack, (*key, rec.parent_id)) if rec.parent_id else []
+    nodes = _nodes(
+        tx, unpack, (*key, rec.parent_id or ""), [r[6:] for r in rows if r[7] is not None]
+    )
     derived = transition_row(nodes, changed, appended)
     tx.many(_upsert_sql(tx.dialect, "checkpoint_blobs"), blob_rows)
     tx.run(
@@ -199,30 +207,40 @@ def _bases(
     }
 
 
-def _nodes_at(tx: Tx, unpack: Unpack, key: tuple[str, str, str]) -> list[str]:
-    """The nodes whose tasks wrote at a checkpoint, in LangGraph's task order. A ``Send``
-    task's writes saved before their checkpoint itself (LangGraph's background saves) get
-    their node named here."""
-    rows = tx.all(
-        f"SELECT node, task_path FROM checkpoint_writes WHERE {AT_CHECKPOINT} "
-        "ORDER BY task_path, task_id, idx",
-        key,
-    )
+def _nodes(
+    tx: Tx, unpack: Unpack, key: tuple[str, str, str], writes: list[tuple[Any, ...]]
+) -> list[str]:
+    """The nodes of the tasks that wrote at a checkpoint (``(node, task_path)`` rows in
+    LangGraph's task order). A ``Send`` task's writes saved before their checkpoint itself
+    (LangGraph's background saves) get their node named here."""
     names: list[str] = []
-    for node, path in rows:
-        if node is None and (node := _pushed_node(tx, unpack, key, path or "")) is not None:
-            tx.run(
-                f"UPDATE checkpoint_writes SET node = ? WHERE {AT_CHECKPOINT} AND task_path = ?",
-                (node, *key, path),
-            )
+    pushed: dict[str, str | None] = {}
+    for node, path in writes:
+        if node is None and path not in pushed:
+            pushed[path] = _pushed_node(tx, unpack, key, path)
+            if pushed[path] is not None:
+                tx.run(
+                    f"UPDATE checkpoint_writes SET node = ? WHERE {AT_CHECKPOINT} AND task_path = ?",
+                    (pushed[path], *key, path),
+                )
+        node = node if node is not None else pushed.get(path)
         if node is not None and node not in names:
             names.append(node)
     return names
 
 
-def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack) -> None:
-    """Store a task's writes (special channels overwrite, others are kept if present)."""
+def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack, admit: Admit) -> None:
+    """Store a task's writes (special channels overwrite, others are kept if present). One
+    query reads the thread's lease and a checkpoint the step already produced (LangGraph
+    may save it before these writes), which then names the task's node."""
     key = (rec.thread_id, rec.ns, rec.checkpoint_id)
+    rows = tx.all(
+        f"SELECT {LEASE_COLUMNS}, c.checkpoint_id, c.nodes FROM {lease_from(tx.dialect)} "
+        "LEFT JOIN checkpoints AS c ON c.thread_id = ? AND c.checkpoint_ns = ? AND "
+        "c.checkpoint_id > ? AND c.parent_checkpoint_id = ? AND coalesce(c.source, 'loop') = 'loop'",
+        (rec.thread_id, rec.thread_id, *key, rec.checkpoint_id),
+    )
+    admit(tx, rec.thread_id, rows[0][:4])
     node = node_from_task_path(rec.task_path) or _pushed_node(tx, unpack, key, rec.task_path)
     now = datetime.now(UTC).isoformat()
     regular, special = [], []
@@ -231,14 +249,7 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack) -> None:
         (special if idx < 0 else regular).append(row)
     tx.many(_upsert_sql(tx.dialect, "checkpoint_writes", replace=False), regular)
     tx.many(_upsert_sql(tx.dialect, "checkpoint_writes"), special)
-    if node is None:
-        return
-    # a checkpoint the step already produced (saved before these writes) names the node
-    for cid, stored in tx.all(
-        "SELECT checkpoint_id, nodes FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-        "AND checkpoint_id > ? AND parent_checkpoint_id = ? AND coalesce(source, 'loop') = 'loop'",
-        (*key[:2], rec.checkpoint_id, rec.checkpoint_id),
-    ):
+    for cid, stored in (r[4:] for r in rows if r[4] is not None and node is not None):
         names = tx.json(stored) or []
         if node not in names:
             sql = (

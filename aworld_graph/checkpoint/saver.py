@@ -137,15 +137,17 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         with db.read() as tx, decoding(db.label):
             yield tx
 
+    def _admit(self, tx: Tx, thread_id: str, lease: Any) -> None:
+        """A write of ``thread_id`` may go on (see :func:`_lease.admit`)."""
+        _lease.admit(tx, thread_id, self._me, thread_id in self._held, self.lease_seconds, lease)
+
     @contextmanager
-    def _writing(self, thread_id: str | None = None) -> Iterator[Tx]:
-        """A write transaction on this schema; a write of ``thread_id`` checks its lease."""
+    def _writing(self) -> Iterator[Tx]:
+        """A write transaction on this schema (a store of an older one is migrated first)."""
         db = self._database()
         with db.write() as tx:
             if self._version != _schema.SCHEMA_VERSION:
                 _schema.upgrade(tx, self.serde, db.label)
-            if thread_id is not None:
-                _lease.check(tx, thread_id, self._me, thread_id in self._held, self.lease_seconds)
             yield tx
         self._version = _schema.SCHEMA_VERSION
 
@@ -291,8 +293,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """Store a checkpoint; only channels in ``new_versions`` get new value rows. It is
         committed before this returns."""
         record = prepare_put(self.serde, config, checkpoint, metadata, new_versions)
-        with self._writing(record.thread_id) as tx:
-            store_put(tx, record, self._unpack, self.snapshot_every)
+        with self._writing() as tx:
+            store_put(tx, record, self._unpack, self.snapshot_every, self._admit)
         return config_of(record.thread_id, record.ns, record.checkpoint_id)
 
     def put_writes(
@@ -305,8 +307,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """Store a task's pending writes for the checkpoint in ``config``; committed before
         this returns. Special channels (error, interrupt) overwrite, others are kept."""
         record = prepare_writes(self.serde, config, writes, task_id, task_path)
-        with self._writing(record.thread_id) as tx:
-            store_writes(tx, record, self._unpack)
+        with self._writing() as tx:
+            store_writes(tx, record, self._unpack, self._admit)
 
     aput = _in_thread(put)
 

@@ -341,3 +341,82 @@ def test_the_cli_reads_and_prunes_either_store(target: str) -> None:
     assert pruned.exit_code == 0 and "deleted 7 checkpoints" in pruned.output, pruned.output
     assert runner.invoke(main, ["vacuum", "--db", target]).exit_code == 0
     assert runner.invoke(main, ["migrate", target]).output.strip().endswith("already at schema 3")
+
+
+async def test_many_savers_opening_a_new_store_at_once(target: str) -> None:
+    """The first use of a new store by many coroutines and savers at once creates its
+    tables once (PostgreSQL's CREATE TABLE IF NOT EXISTS is not safe to race)."""
+    import asyncio
+
+    savers = [TrajectorySaver(target) for _ in range(4)]
+    try:
+
+        async def chat(saver: TrajectorySaver, i: int) -> None:
+            await chat_graph(saver).ainvoke(
+                {"messages": [{"role": "user", "content": f"q{i}"}], "turn": 0},
+                {"configurable": {"thread_id": f"first-{i}"}},
+            )
+
+        await asyncio.gather(*(chat(savers[i % 4], i) for i in range(16)))
+        assert len(savers[0].threads()) == 16
+    finally:
+        for saver in savers:
+            saver.close()
+
+
+def test_a_send_task_named_through_a_delta_of_the_task_list(target: str) -> None:
+    """A Send task's node comes from its packet in the checkpoint's task list, also when
+    that list is stored as a delta of the one before."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.types import Send
+
+    with TrajectorySaver(target) as saver:
+        config: Any = {"configurable": {"thread_id": "sends", "checkpoint_ns": ""}}
+        tasks: list[Any] = []
+        version: str | None = None
+        for node in ("a", "b"):
+            tasks = [*tasks, Send(node, len(tasks))]
+            checkpoint = empty_checkpoint()
+            version = saver.get_next_version(version, None)
+            checkpoint["channel_versions"] = {"__pregel_tasks": version}
+            checkpoint["channel_values"] = {"__pregel_tasks": tasks}
+            config = saver.put(
+                config, checkpoint, {"step": len(tasks)}, {"__pregel_tasks": version}
+            )
+        kinds = execute(
+            target,
+            "SELECT kind FROM checkpoint_blobs WHERE channel = '__pregel_tasks' ORDER BY version",
+        )
+        assert [k for (k,) in kinds] == [1, 2]  # the second list is a delta
+        saver.put_writes(config, [("out", 1)], "task-b", "~__pregel_push, 1, False")
+        saver.put_writes(config, [("out", 0)], "task-a", "~__pregel_push, 0, False")
+        nodes = execute(target, "SELECT task_id, node FROM checkpoint_writes ORDER BY task_id")
+        assert nodes == [("task-a", "a"), ("task-b", "b")]
+
+
+def test_metadata_filters_match_the_same_on_both_back_ends(target: str) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    metadata: list[dict[str, Any]] = [
+        {"tags": ["a", "b"], "n": 1, "who": {"name": "ada", "team": "x"}, "gone": None},
+        {"tags": ["a"], "n": 2, "who": {"name": "ada"}},
+    ]
+    with TrajectorySaver(target) as saver:
+        for i, meta in enumerate(metadata):
+            saver.put(
+                {"configurable": {"thread_id": f"m{i}", "checkpoint_ns": ""}},
+                empty_checkpoint(),
+                meta,
+                {},
+            )
+
+        def found(**flt: Any) -> list[str]:
+            return sorted(
+                t.config["configurable"]["thread_id"] for t in saver.list(None, filter=flt)
+            )
+
+        assert found(tags=["a"]) == ["m1"]  # exact, not containment
+        assert found(who={"name": "ada"}) == ["m1"]
+        assert found(n=1) == ["m0"] and found(n=1.0) == ["m0"]
+        assert found(gone=None) == ["m0", "m1"]  # null, or no such key
+        assert found(n=1, tags=["a", "b"]) == ["m0"]
