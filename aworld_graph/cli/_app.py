@@ -10,6 +10,7 @@ under it reach stderr as one ``warning: …`` line each, never a traceback.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -92,4 +93,14 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="aworld-graph")
 def main() -> None:
-    """aworld-graph: multi-agent systems as LangGraph graphs with SQLite trajectories."""
+    """aworld-graph: multi-agent systems as LangGraph graphs with SQLite or PostgreSQL
+    trajectories. With an OTLP exporter set in the standard OTEL_* environment
+    (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER…) runs are traced with OpenTelemetry."""
+    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    )
+    if exporter not in ("", "none") or (endpoint and exporter != "none"):
+        from .. import tracing
+
+        tracing.configure()

@@ -102,3 +102,22 @@ def test_an_exporter_the_extra_does_not_ship_is_a_config_error_naming_the_fix() 
     )
     assert done.returncode == 0, done.stderr
     assert "'zipkin'" in done.stdout and "tracing.configure(tracer_provider=...)" in done.stdout
+
+
+def test_the_cli_traces_when_the_otel_environment_names_an_exporter(tmp_path: Path) -> None:
+    with Collector() as collector:
+        env = {
+            **os.environ,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
+            "OTEL_SERVICE_NAME": "aworld-cli-test",
+            "AWORLD_GRAPH_DB": str(tmp_path / "cli.db"),
+            "STEP_LOG": str(tmp_path / "steps.log"),
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", "from aworld_graph.cli import main; main()", "run",
+             "tests.procs.killable:swarm", "--input", "go"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    assert collector.named("invoke_workflow killable"), [s.name for s in collector.spans]
+    assert collector.named("execute_tool log_step")
