@@ -20,9 +20,10 @@ from langgraph.func import task
 from langgraph.graph import END
 
 from . import tracing
+from ._resolve import resolve_model
 from .agent import Agent, tools_node_name
 from .errors import DefinitionError
-from .model import ChatModel, ModelResponse, resolve_model
+from .model import ChatModel, ModelResponse
 from .state import Message, SwarmState
 from .tools import Tool, ToolOutcome, ToolProvider, ToolSpec, as_tools, truncate_for_model
 

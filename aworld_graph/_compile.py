@@ -13,7 +13,7 @@ workflow file is fixed, the run goes on from there.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -29,7 +29,10 @@ from .state import SwarmState
 from .swarm import Edge, GraphBuildType, Swarm
 from .tools import ToolSpec
 
-__all__ = ["compile_swarm"]
+__all__ = ["SubRun", "compile_agent", "compile_swarm"]
+
+SubRun = Callable[[GraphSource, str, RunnableConfig, str], Awaitable[dict[str, Any]]]
+"""Runs a delegated member or nested swarm as its own thread: ``(source, request, config, key)``."""
 
 _FINISH_KINDS = ("node", "human", "swarm")
 
@@ -139,17 +142,17 @@ def _join_gate(swarm: Swarm, join: str) -> tuple[Callable[..., Any], Callable[[S
     return gate, ready
 
 
-def _sub_runner(source: GraphSource, node: str) -> Callable[[str, RunnableConfig, str], Any]:
+def _sub_runner(
+    source: GraphSource, node: str, sub_run: SubRun
+) -> Callable[[str, RunnableConfig, str], Any]:
     async def run(request: str, config: RunnableConfig, key: str) -> dict[str, Any]:
-        from ._run_impl import sub_run
-
         return await sub_run(source, request, config, f"{node}.{key}")
 
     return run
 
 
-def _nested_node(swarm_node: Swarm) -> Callable[..., Any]:
-    run = _sub_runner(swarm_node, swarm_node.name)
+def _nested_node(swarm_node: Swarm, sub_run: SubRun) -> Callable[..., Any]:
+    run = _sub_runner(swarm_node, swarm_node.name, sub_run)
 
     async def node(state: SwarmState, config: RunnableConfig) -> dict[str, Any]:
         request = turn_input(swarm_node.name, state)
@@ -186,7 +189,9 @@ def _nested_node(swarm_node: Swarm) -> Callable[..., Any]:
     return node
 
 
-def _delegate_tool(leader: str, member: str, source: GraphSource, description: str) -> GraphTool:
+def _delegate_tool(
+    leader: str, member: str, source: GraphSource, description: str, sub_run: SubRun
+) -> GraphTool:
     spec = ToolSpec(
         name=f"ask_{member}".replace(" ", "_"),
         description=f"Delegate a task to {member}"
@@ -200,7 +205,9 @@ def _delegate_tool(leader: str, member: str, source: GraphSource, description: s
             "required": ["request"],
         },
     )
-    return GraphTool(spec=spec, target=member, kind="delegate", run=_sub_runner(source, member))
+    return GraphTool(
+        spec=spec, target=member, kind="delegate", run=_sub_runner(source, member, sub_run)
+    )
 
 
 def _handoff_tool(target: Agent) -> GraphTool:
@@ -214,7 +221,23 @@ def _handoff_tool(target: Agent) -> GraphTool:
     return GraphTool(spec=spec, target=target.name, kind="handoff")
 
 
-def compile_swarm(swarm: Swarm) -> BuiltGraph:
+def compile_agent(agent: Agent) -> BuiltGraph:
+    """A lone agent as a graph: ``START → agent ⇄ agent__tools → END``."""
+    graph: StateGraph[Any] = StateGraph(SwarmState)
+    runtime = AgentRuntime(agent)
+    build_agent_nodes(graph, agent, runtime)
+    graph.add_edge(START, agent.name)
+    return BuiltGraph(
+        graph=graph,
+        entry=agent.name,
+        runtimes={agent.name: runtime},
+        info={"name": agent.name, "kind": "agent"},
+    )
+
+
+def compile_swarm(swarm: Swarm, sub_run: SubRun) -> BuiltGraph:
+    """``swarm``'s topology as a ``StateGraph``; nested swarms and delegated members run
+    through ``sub_run`` (the run loop's, passed in so this module does not import it)."""
     graph: StateGraph[Any] = StateGraph(SwarmState)
     runtimes: dict[str, AgentRuntime] = {}
     info = {"name": swarm.name, "kind": swarm.build_type.value, **swarm.info}
@@ -259,7 +282,7 @@ def compile_swarm(swarm: Swarm) -> BuiltGraph:
                     metadata={"kind": "human" if isinstance(node, Human) else "function"},
                 )
             else:
-                graph.add_node(name, _nested_node(node), metadata={"kind": "swarm"})
+                graph.add_node(name, _nested_node(node, sub_run), metadata={"kind": "swarm"})
             graph.add_conditional_edges(name, route, targets)
         for join in swarm.joins:
             gate, ready = _join_gate(swarm, join)
@@ -328,7 +351,9 @@ def compile_swarm(swarm: Swarm) -> BuiltGraph:
             else:
                 source = as_source(node)
             tools.append(
-                _delegate_tool(leader.name, member, source, getattr(node, "description", ""))
+                _delegate_tool(
+                    leader.name, member, source, getattr(node, "description", ""), sub_run
+                )
             )
         runtime = AgentRuntime(leader, graph_tools=tools)
         runtimes[leader.name] = runtime

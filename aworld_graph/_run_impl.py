@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -20,17 +21,40 @@ from langgraph.types import Command
 
 from . import tracing
 from ._agent_nodes import TOOL_CALL_TASK
+from ._compile import compile_agent, compile_swarm
 from .config import DEFAULT_MAX_STEPS, TaskConfig
 from .errors import ThreadBusy
-from .graph import BuiltGraph, built
+from .graph import BuiltGraph, GraphSource, as_source
+from .swarm import Swarm
 from .task import Task, TaskResponse
 from .trajectory import build_trajectory, usage_of
 
-__all__ = ["close_graph", "drive", "open_graph", "respond", "resume_hint", "run_config", "sub_run"]
+__all__ = [
+    "built",
+    "close_graph",
+    "drive",
+    "open_graph",
+    "respond",
+    "resume_hint",
+    "run_config",
+    "sub_run",
+]
 
 EventSink = Callable[[dict[str, Any]], None]
 
 _active: dict[int, int] = {}
+_built: weakref.WeakKeyDictionary[Any, BuiltGraph] = weakref.WeakKeyDictionary()
+
+
+def built(source: GraphSource) -> BuiltGraph:
+    """The cached :class:`BuiltGraph` of ``source`` (built once per source)."""
+    if source not in _built:
+        _built[source] = (
+            compile_swarm(source, sub_run)
+            if isinstance(source, Swarm)
+            else compile_agent(source.agent)
+        )
+    return _built[source]
 
 
 def open_graph(task: Task) -> BuiltGraph:
@@ -378,8 +402,6 @@ async def sub_run(source: Any, request: str, config: RunnableConfig, key: str) -
     starts in a fresh context so LangGraph treats it as a run of its own, not a subgraph.
     """
     from langgraph.checkpoint.memory import InMemorySaver
-
-    from .graph import as_source
 
     configurable = config.get("configurable") or {}
     saver = configurable.get("__pregel_checkpointer")

@@ -1,25 +1,26 @@
-"""How anything runnable becomes a compiled LangGraph graph.
+"""What the runner runs and what it turns into.
 
-A :class:`GraphSource` (a single :class:`~aworld_graph.agent.Agent`, or a swarm) builds a
-``StateGraph`` over :class:`~aworld_graph.state.SwarmState` once; :class:`BuiltGraph` compiles
-it per checkpointer and owns the agent runtimes (models, tool connections) so the runner can
-close them when a run ends.
+A :class:`GraphSource` (a single :class:`~aworld_graph.agent.Agent`, or a swarm) is a pure
+definition; :mod:`aworld_graph._compile` builds its ``StateGraph`` over
+:class:`~aworld_graph.state.SwarmState` (once per source: ``_run_impl.built``).
+:class:`BuiltGraph` compiles it per checkpointer and owns the agent runtimes (models, tool
+connections) so the runner can close them when a run ends.
 """
 
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from ._agent_nodes import AgentRuntime
 from .agent import Agent
 from .errors import DefinitionError
-from .state import SwarmState
+from .swarm import Swarm
 
 __all__ = ["BuiltGraph", "GraphSource", "as_source", "build_agent_nodes"]
 
@@ -59,17 +60,6 @@ class BuiltGraph:
                 await close()
 
 
-@runtime_checkable
-class GraphSource(Protocol):
-    """Anything the runner can run: it has a name and builds a graph."""
-
-    name: str
-
-    def build(self) -> BuiltGraph:
-        """Build the state graph (called once per source and cached)."""
-        ...
-
-
 def build_agent_nodes(
     graph: StateGraph[Any], agent: Agent, runtime: AgentRuntime, after_answer: Any = END
 ) -> None:
@@ -95,21 +85,12 @@ class SingleAgent:
     def __post_init__(self) -> None:
         self.name = self.agent.name
 
-    def build(self) -> BuiltGraph:
-        graph: StateGraph[Any] = StateGraph(SwarmState)
-        runtime = AgentRuntime(self.agent)
-        build_agent_nodes(graph, self.agent, runtime)
-        graph.add_edge(START, self.agent.name)
-        return BuiltGraph(
-            graph=graph,
-            entry=self.agent.name,
-            runtimes={self.agent.name: runtime},
-            info={"name": self.agent.name, "kind": "agent"},
-        )
+
+GraphSource = Swarm | SingleAgent
+"""Anything the runner can run: a swarm, or a lone agent wrapped by :func:`as_source`."""
 
 
 _sources: weakref.WeakKeyDictionary[Any, GraphSource] = weakref.WeakKeyDictionary()
-_built: weakref.WeakKeyDictionary[Any, BuiltGraph] = weakref.WeakKeyDictionary()
 
 
 def as_source(obj: Any) -> GraphSource:
@@ -124,10 +105,3 @@ def as_source(obj: Any) -> GraphSource:
         f"cannot run {obj!r}: pass an Agent as agent= or a Swarm as swarm= "
         "(or a module attribute holding one, for the CLI)"
     )
-
-
-def built(source: GraphSource) -> BuiltGraph:
-    """The cached :class:`BuiltGraph` of ``source``."""
-    if source not in _built:
-        _built[source] = source.build()
-    return _built[source]

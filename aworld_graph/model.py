@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 import openai
 
 from ._secrets import register_secret, scrub_text
-from .config import AgentConfig
 from .errors import ModelError, UnexpectedModelCall
 
 __all__ = [
@@ -40,7 +39,6 @@ __all__ = [
     "OpenAIModel",
     "ToolCall",
     "Usage",
-    "resolve_model",
     "sampling_temperature",
 ]
 
@@ -471,23 +469,3 @@ def _from_completion(completion: Any) -> ModelResponse:
         raw=completion.model_dump(mode="json", exclude_none=True),
     )
 
-
-def resolve_model(conf: AgentConfig | None) -> ChatModel:
-    """The model for an agent: its ``AgentConfig``, else ``LLM_*`` env vars, else the local one."""
-    resolved = (conf or AgentConfig()).resolved()
-    provider = (resolved.llm_provider or "").lower()
-    if provider in ("local", "smollm2") or (
-        not provider and not resolved.llm_base_url and not resolved.llm_model_name
-    ):
-        from ._local_model import LocalModel
-
-        return LocalModel(temperature=resolved.llm_temperature, params=resolved.params)
-    return OpenAIModel(
-        model=resolved.llm_model_name or "gpt-4o-mini",
-        base_url=resolved.llm_base_url,
-        api_key=resolved.llm_api_key,
-        temperature=resolved.llm_temperature,
-        max_retries=resolved.max_retries,
-        timeout=resolved.timeout,
-        params=resolved.params,
-    )

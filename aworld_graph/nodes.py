@@ -18,9 +18,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 
 from . import tracing
+from ._resolve import resolve_model
 from .config import AgentConfig
 from .errors import DefinitionError
-from .model import ChatModel, resolve_model
+from .model import ChatModel
 from .state import SwarmState
 
 if TYPE_CHECKING:

@@ -237,7 +237,7 @@ async def store_score(
     :meth:`Runners.reward`), so it is one more checkpoint of the thread.
     """
     from ._run_impl import close_graph, open_graph, respond, run_config
-    from .runner import default_checkpointer
+    from .checkpoint import default_checkpointer
 
     saver = checkpointer if checkpointer is not None else default_checkpointer()
     started = time.perf_counter()

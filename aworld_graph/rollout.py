@@ -21,6 +21,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from ._batch import run_tasks, saver_or_default
 from .config import RunConfig
 from .errors import DefinitionError
 from .model import sampling_temperature
@@ -185,17 +186,15 @@ async def rollout(
         One :class:`RolloutGroup` per task, in the order given. Running a rollout again with
         the same task ids reads the stored runs back instead of running them again.
     """
-    from .runner import Runners, default_checkpointer
-
     if n < 1:
         raise DefinitionError(f"rollout(n={n}): n must be at least 1")
     todo = [tasks] if isinstance(tasks, Task) else list(tasks)
     if len({t.id for t in todo}) != len(todo):
         raise DefinitionError("rollout: two tasks share an id; each task needs its own id")
-    saver = checkpointer if checkpointer is not None else default_checkpointer()
+    saver = saver_or_default(checkpointer)
     copies = {t.id: [_copy(t, i, temperature) for i in range(n)] for t in todo}
     with sampling_temperature(temperature):
-        responses = await Runners.run_task(
+        responses = await run_tasks(
             [c for cs in copies.values() for c in cs],
             concurrency=concurrency,
             checkpointer=saver,

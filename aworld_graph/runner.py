@@ -14,10 +14,11 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from ._batch import run_tasks, saver_or_default
 from ._run_impl import close_graph, drive, open_graph, respond, run_config
 from .agent import Agent
+from .checkpoint import default_checkpointer
 from .config import RunConfig, TaskConfig, TaskRunMode
-from .engine import progress
 from .errors import DefinitionError
 from .graph import GraphSource
 from .rollout import rollout as _rollout
@@ -25,22 +26,6 @@ from .state import update_problems
 from .task import Task, TaskResponse
 
 __all__ = ["Runners", "default_checkpointer"]
-
-_defaults: dict[str, BaseCheckpointSaver[Any]] = {}
-
-
-def default_checkpointer() -> BaseCheckpointSaver[Any]:
-    """The process-wide default saver: a ``TrajectorySaver`` on the default database file."""
-    from .checkpoint import TrajectorySaver, default_target
-
-    path = str(default_target())
-    if path not in _defaults:
-        _defaults[path] = TrajectorySaver(path)
-    return _defaults[path]
-
-
-def _saver(checkpointer: BaseCheckpointSaver[Any] | None) -> BaseCheckpointSaver[Any]:
-    return checkpointer if checkpointer is not None else default_checkpointer()
 
 
 async def _free_thread(
@@ -127,33 +112,9 @@ class Runners:
         ``run_conf`` chooses the engine: ``RunConfig(engine_name="ray", worker_num=N)`` runs
         the batch on N Ray worker actors sharing ``checkpointer`` (its ``max_concurrency``
         per worker replaces ``concurrency``), and the responses are read back from it."""
-        tasks = [task] if isinstance(task, Task) else list(task)
-        if len({t.id for t in tasks}) != len(tasks):
-            raise DefinitionError(
-                "run_task: two tasks share an id; task ids name checkpoint threads and must be unique"
-            )
-        saver = _saver(checkpointer)
-        with progress(len(tasks), run_conf.progress if run_conf is not None else False) as tick:
-            if run_conf is not None and run_conf.engine_name == "ray":
-                from .engine._ray import run_on_ray
-
-                return await run_on_ray(tasks, run_conf, saver, tick)
-            if run_conf is not None:
-                concurrency = run_conf.max_concurrency
-            gate = asyncio.Semaphore(max(1, concurrency))
-
-            async def one(t: Task) -> TaskResponse:
-                async with gate:
-                    graph = open_graph(t)
-                    try:
-                        response = (await drive(t, graph, saver))[0]
-                    finally:
-                        await close_graph(graph)
-                tick(response)
-                return response
-
-            responses = await asyncio.gather(*(one(t) for t in tasks))
-        return {r.id: r for r in responses}
+        return await run_tasks(
+            task, concurrency=concurrency, checkpointer=checkpointer, run_conf=run_conf
+        )
 
     @staticmethod
     async def step(
@@ -168,7 +129,7 @@ class Runners:
             task.conf.run_mode = TaskRunMode.INTERACTIVE
         graph = open_graph(task)
         try:
-            response, updates = await drive(task, graph, _saver(checkpointer), one_step=True)
+            response, updates = await drive(task, graph, saver_or_default(checkpointer), one_step=True)
         finally:
             await close_graph(graph)
         return response.status != "running", updates, response
@@ -190,7 +151,7 @@ class Runners:
         started = time.perf_counter()
         graph = open_graph(task)
         try:
-            compiled = graph.compile(_saver(checkpointer))
+            compiled = graph.compile(saver_or_default(checkpointer))
             config = run_config(task, graph)
             snapshot = await compiled.aget_state(config)
             trace = (snapshot.values or {}).get("trace") or []
@@ -229,7 +190,7 @@ class Runners:
         where continuing a thread that has no checkpoint has nothing to continue from): it is
         never started afresh with an empty input.
         """
-        saver = _saver(checkpointer)
+        saver = saver_or_default(checkpointer)
         task = _task("", agent, swarm, task_id=task_id, session_id=None, conf=conf)
         graph = open_graph(task)
         try:
@@ -273,7 +234,7 @@ class Runners:
                 f"Runners.fork: the state edit has {len(problems)} problem(s): "
                 + "; ".join(problems)
             )
-        saver = _saver(checkpointer)
+        saver = saver_or_default(checkpointer)
         task = _task("", agent, swarm, task_id=task_id, session_id=None, conf=None)
         graph = open_graph(task)
         try:
@@ -323,7 +284,7 @@ class Runners:
             nonlocal response
             try:
                 response = (
-                    await drive(task, graph, _saver(checkpointer), events=queue.put_nowait)
+                    await drive(task, graph, saver_or_default(checkpointer), events=queue.put_nowait)
                 )[0]
             finally:
                 queue.put_nowait(None)

@@ -26,7 +26,6 @@ import networkx as nx
 from .agent import Agent
 from .conditions import Condition, compile_condition
 from .errors import DefinitionError
-from .graph import BuiltGraph
 from .nodes import Critic, Human, Node
 
 __all__ = [
@@ -396,13 +395,6 @@ class Swarm:
                 problems.append(
                     f"node {name!r} is unreachable from {', '.join(self.entries) or 'the start'}; connect it or remove it"
                 )
-
-    # -- running ------------------------------------------------------------------------------
-    def build(self) -> BuiltGraph:
-        """Compile the topology into a LangGraph ``StateGraph`` (see :mod:`aworld_graph._compile`)."""
-        from ._compile import compile_swarm
-
-        return compile_swarm(self)
 
     def card(self) -> dict[str, Any]:
         return {

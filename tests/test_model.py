@@ -8,8 +8,8 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from aworld_graph import Agent, AgentConfig, ModelError, OpenAIModel, Runners
+from aworld_graph._resolve import resolve_model
 from aworld_graph.errors import ModelNotAvailable, UnexpectedModelCall
-from aworld_graph.model import resolve_model
 from tests.fake_openai import FakeOpenAI, calls, raw_args, status, text
 
 _open: list[OpenAIModel] = []

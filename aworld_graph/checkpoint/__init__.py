@@ -64,6 +64,14 @@ def open_saver(target: str | os.PathLike[str] | None = None) -> TrajectorySaver:
     return TrajectorySaver(default_target() if target is None else target)
 
 
+_defaults: dict[tuple[str, Durability], TrajectorySaver] = {}
+
+
 def default_checkpointer(*, durability: Durability = "normal") -> TrajectorySaver:
-    """A :class:`TrajectorySaver` on :func:`default_target`."""
-    return TrajectorySaver(default_target(), durability=durability)
+    """The process-wide default saver: one :class:`TrajectorySaver` on :func:`default_target`
+    per target and durability, made on first use (what runs use when given no checkpointer)."""
+    target = default_target()
+    key = (str(target), durability)
+    if key not in _defaults:
+        _defaults[key] = TrajectorySaver(target, durability=durability)
+    return _defaults[key]

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+from ._optimize import optimize, optimize_sync
 from .candidates import Candidate, materialize
 from .evaluate import Comparison, Evaluation, bootstrap_ci, evaluate, paired_bootstrap
 from .operators import (
@@ -31,7 +32,7 @@ from .operators import (
     default_operators,
 )
 from .report import write_outputs
-from .search import Budget, Optimizer, OptimizeResult, Spent, optimize, optimize_sync
+from .search import Budget, Optimizer, OptimizeResult, Spent
 from .tasks import TaskItem, TaskSet, load_tasks, reasoning_gym_tasks, save_tasks, shipped
 
 __all__ = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,9 +22,86 @@ import yaml
 from ..agent import Agent
 from ..model import ChatModel
 from ..swarm import Swarm
-from .evaluate import Evaluation
 
-__all__ = ["Candidate", "materialize", "next_version", "node_of", "nodes_of", "seed_spec"]
+__all__ = [
+    "Candidate",
+    "Evaluation",
+    "materialize",
+    "next_version",
+    "node_of",
+    "nodes_of",
+    "seed_spec",
+]
+
+
+@dataclass(kw_only=True)
+class Evaluation:
+    """The result of running one candidate on one split."""
+
+    candidate: str
+    """Candidate id."""
+    split: str
+    """``train``, ``dev`` or ``test``."""
+    scores: dict[str, float] = field(default_factory=dict)
+    """Task id → reward."""
+    threads: dict[str, str] = field(default_factory=dict)
+    """Task id → checkpoint thread of its run."""
+    statuses: dict[str, str] = field(default_factory=dict)
+    """Task id → how the run ended (``finished``, ``max_steps``, ``error``…)."""
+    mean: float = float("nan")
+    """Mean reward."""
+    ci_low: float = float("nan")
+    """Lower end of the 95 % bootstrap interval of the mean."""
+    ci_high: float = float("nan")
+    """Upper end."""
+    llm_calls: int = 0
+    """Model calls made by the runs."""
+    tokens: int = 0
+    """Tokens used by the runs (prompt + completion)."""
+    seconds: float = 0.0
+    """Wall time of the evaluation."""
+
+    @property
+    def n(self) -> int:
+        return len(self.scores)
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        return (self.ci_low, self.ci_high)
+
+    @property
+    def errors(self) -> int:
+        """Runs that ended in an error (they score like any other run, usually 0)."""
+        return sum(1 for s in self.statuses.values() if s == "error")
+
+    def values(self, order: Sequence[str] | None = None) -> list[float]:
+        """Scores in ``order`` of task ids (default: as stored)."""
+        return [self.scores[t] for t in (order if order is not None else list(self.scores))]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "candidate": self.candidate,
+            "split": self.split,
+            "scores": self.scores,
+            "threads": self.threads,
+            "statuses": self.statuses,
+            "mean": self.mean,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "llm_calls": self.llm_calls,
+            "tokens": self.tokens,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    def summary(self) -> str:
+        return (
+            f"{self.split} {self.mean:.3f} [{self.ci_low:.3f}, {self.ci_high:.3f}] n={self.n} "
+            f"({self.llm_calls} calls, {self.tokens} tokens, {self.seconds:.1f}s)"
+        )
 
 
 @dataclass(kw_only=True)

@@ -18,7 +18,7 @@ import re
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -27,6 +27,7 @@ from ..config import RunConfig
 from ..graph import GraphSource
 from ..rewards import RewardFn
 from ..task import Task
+from .candidates import Evaluation
 from .tasks import TaskItem
 
 __all__ = [
@@ -104,76 +105,6 @@ def paired_bootstrap(
         n=n,
         confidence=confidence,
     )
-
-
-@dataclass(kw_only=True)
-class Evaluation:
-    """The result of running one candidate on one split."""
-
-    candidate: str
-    """Candidate id."""
-    split: str
-    """``train``, ``dev`` or ``test``."""
-    scores: dict[str, float] = field(default_factory=dict)
-    """Task id → reward."""
-    threads: dict[str, str] = field(default_factory=dict)
-    """Task id → checkpoint thread of its run."""
-    statuses: dict[str, str] = field(default_factory=dict)
-    """Task id → how the run ended (``finished``, ``max_steps``, ``error``…)."""
-    mean: float = float("nan")
-    """Mean reward."""
-    ci_low: float = float("nan")
-    """Lower end of the 95 % bootstrap interval of the mean."""
-    ci_high: float = float("nan")
-    """Upper end."""
-    llm_calls: int = 0
-    """Model calls made by the runs."""
-    tokens: int = 0
-    """Tokens used by the runs (prompt + completion)."""
-    seconds: float = 0.0
-    """Wall time of the evaluation."""
-
-    @property
-    def n(self) -> int:
-        return len(self.scores)
-
-    @property
-    def ci(self) -> tuple[float, float]:
-        return (self.ci_low, self.ci_high)
-
-    @property
-    def errors(self) -> int:
-        """Runs that ended in an error (they score like any other run, usually 0)."""
-        return sum(1 for s in self.statuses.values() if s == "error")
-
-    def values(self, order: Sequence[str] | None = None) -> list[float]:
-        """Scores in ``order`` of task ids (default: as stored)."""
-        return [self.scores[t] for t in (order if order is not None else list(self.scores))]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "candidate": self.candidate,
-            "split": self.split,
-            "scores": self.scores,
-            "threads": self.threads,
-            "statuses": self.statuses,
-            "mean": self.mean,
-            "ci_low": self.ci_low,
-            "ci_high": self.ci_high,
-            "llm_calls": self.llm_calls,
-            "tokens": self.tokens,
-            "seconds": self.seconds,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-
-    def summary(self) -> str:
-        return (
-            f"{self.split} {self.mean:.3f} [{self.ci_low:.3f}, {self.ci_high:.3f}] n={self.n} "
-            f"({self.llm_calls} calls, {self.tokens} tokens, {self.seconds:.1f}s)"
-        )
 
 
 def thread_prefix(run_id: str, candidate: str, split: str) -> str:

@@ -9,13 +9,14 @@ An accepted child that leads the pool on training is **confirmed** on the dev sp
 best candidate is the one with the highest dev score. At the end the seed and the best are
 run on the held-out test split and compared with a paired bootstrap.
 
->>> result = await optimize("workflows/math.yaml", shipped("arithmetic"),
-...                         budget=Budget.parse("calls=400"), out=".")   # doctest: +SKIP
+>>> result = await Optimizer(workflow="workflows/math.yaml", tasks=shipped("arithmetic"),
+...                          budget=Budget.parse("calls=400")).run()        # doctest: +SKIP
+
+:func:`~aworld_graph.meta.optimize` (in :mod:`._optimize`) runs one and writes its outputs.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import math
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..checkpoint import TrajectorySaver
+from ..checkpoint import TrajectorySaver, open_saver
 from ..config import RunConfig
 from ..engine import remember
 from ..errors import AWorldGraphError, ConfigError
@@ -37,7 +38,7 @@ from .evaluate import Comparison, Evaluation, evaluate, paired_bootstrap
 from .operators import Operator, OperatorContext, default_operators
 from .tasks import TaskSet
 
-__all__ = ["Budget", "OptimizeResult", "Optimizer", "Spent", "optimize", "optimize_sync"]
+__all__ = ["Budget", "OptimizeResult", "Optimizer", "Spent"]
 
 Event = dict[str, Any]
 
@@ -490,8 +491,6 @@ class Optimizer:
     # -- the run ------------------------------------------------------------------------------
     async def run(self) -> OptimizeResult:
         """Optimize (or continue an optimization with the same id) and return the result."""
-        from ..checkpoint import default_target
-
         spec, origins = seed_spec(self.workflow)
         settings = {
             "operators": [op.name for op in self._ops],
@@ -502,7 +501,7 @@ class Optimizer:
         self.id = self.run_id or f"{re.sub(r'[^A-Za-z0-9_]+', '_', spec['name'])}-" + _hash(
             spec, self.tasks.fingerprint(), settings
         )
-        self.saver = TrajectorySaver(self.db if self.db is not None else default_target())
+        self.saver = open_saver(self.db)
         # the saver claims (or checks) the file as a checkpoint store before our tables join it
         self.saver.get_tuple(
             {"configurable": {"thread_id": f"meta-{self.id}", "checkpoint_ns": ""}}
@@ -595,24 +594,3 @@ class Optimizer:
             self.store.close()
             self.saver.close()
 
-
-async def optimize(
-    workflow: str | Path,
-    tasks: TaskSet,
-    *,
-    out: str | Path | None = None,
-    **options: Any,
-) -> OptimizeResult:
-    """Run an :class:`Optimizer` (``options`` are its fields); with ``out``, write the new card
-    versions, the best workflow and the report there (see :mod:`.report`)."""
-    result = await Optimizer(workflow=workflow, tasks=tasks, **options).run()
-    if out is not None:
-        from .report import write_outputs
-
-        result.outputs = write_outputs(result, out)
-    return result
-
-
-def optimize_sync(workflow: str | Path, tasks: TaskSet, **options: Any) -> OptimizeResult:
-    """Blocking :func:`optimize` (for scripts; not inside a running event loop)."""
-    return asyncio.run(optimize(workflow, tasks, **options))

@@ -12,8 +12,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from .._run_impl import built
 from ..errors import AWorldGraphError
-from ..graph import built
 from ..runner import Runners
 from ._assistants import Assistant, Assistants
 from ._runs import RunManager

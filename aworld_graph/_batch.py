@@ -1,0 +1,63 @@
+"""Many tasks at once: the loop of :meth:`Runners.run_task <aworld_graph.runner.Runners.run_task>`.
+
+It sits below the runner and :func:`~aworld_graph.rollout.rollout` so both use the one loop
+(local, at most ``concurrency`` runs in flight, or on Ray workers) without importing each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from ._run_impl import close_graph, drive, open_graph
+from .checkpoint import default_checkpointer
+from .config import RunConfig
+from .engine import progress
+from .engine._ray import run_on_ray
+from .errors import DefinitionError
+from .task import Task, TaskResponse
+
+__all__ = ["run_tasks", "saver_or_default"]
+
+
+def saver_or_default(checkpointer: BaseCheckpointSaver[Any] | None) -> BaseCheckpointSaver[Any]:
+    """``checkpointer``, or the process-wide default saver when it is ``None``."""
+    return checkpointer if checkpointer is not None else default_checkpointer()
+
+
+async def run_tasks(
+    task: Task | Sequence[Task],
+    *,
+    concurrency: int = 8,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    run_conf: RunConfig | None = None,
+) -> dict[str, TaskResponse]:
+    """Run one task or many; ``{task.id: response}`` (see ``Runners.run_task``)."""
+    tasks = [task] if isinstance(task, Task) else list(task)
+    if len({t.id for t in tasks}) != len(tasks):
+        raise DefinitionError(
+            "run_task: two tasks share an id; task ids name checkpoint threads and must be unique"
+        )
+    saver = saver_or_default(checkpointer)
+    with progress(len(tasks), run_conf.progress if run_conf is not None else False) as tick:
+        if run_conf is not None and run_conf.engine_name == "ray":
+            return await run_on_ray(tasks, run_conf, saver, tick)
+        if run_conf is not None:
+            concurrency = run_conf.max_concurrency
+        gate = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(t: Task) -> TaskResponse:
+            async with gate:
+                graph = open_graph(t)
+                try:
+                    response = (await drive(t, graph, saver))[0]
+                finally:
+                    await close_graph(graph)
+            tick(response)
+            return response
+
+        responses = await asyncio.gather(*(one(t) for t in tasks))
+    return {r.id: r for r in responses}
