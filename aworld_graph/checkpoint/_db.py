@@ -9,7 +9,6 @@ handler (other processes wait on the busy timeout). PostgreSQL: a psycopg 3 pool
 
 from __future__ import annotations
 
-import json
 import queue
 import sqlite3
 import threading
@@ -18,6 +17,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext, supp
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
+
+import orjson
 
 from ..errors import ConfigError, RuntimeFailure
 
@@ -66,7 +67,7 @@ class Tx:
 
     def json(self, value: Any) -> Any:
         """A JSON column's value as read here: text on SQLite, decoded already on PostgreSQL."""
-        return json.loads(value) if isinstance(value, (str, bytes)) else value
+        return orjson.loads(value) if isinstance(value, (str, bytes)) else value
 
 
 class SqliteDatabase:

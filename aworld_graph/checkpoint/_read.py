@@ -60,15 +60,15 @@ def lookup(tx: Tx, config: RunnableConfig) -> Row | None:
     return row  # type: ignore[return-value]
 
 
-def page_rows(
+def list_keys(
     tx: Tx,
     config: RunnableConfig | None,
     filter: dict[str, Any] | None,
     before: RunnableConfig | None,
-    after: tuple[str, str, str] | None,
-    size: int,
-) -> list[Row]:
-    """The next ``size`` rows of a ``list()``, newest first, after ``after``'s key.
+    limit: int | None,
+) -> list[tuple[str, str, str]]:
+    """The ``(thread, namespace, checkpoint id)`` of every checkpoint a ``list()`` yields,
+    newest first (one query over the key; :func:`page_rows` then reads them a page at a time).
 
     Filter keys must be plain identifiers; values are always bound parameters, so nothing
     from a filter is spliced into the SQL text."""
@@ -101,15 +101,31 @@ def page_rows(
     if before is not None and (before_id := get_checkpoint_id(before)):
         clauses.append("checkpoint_id < ?")
         params.append(before_id)
-    if after is not None:
-        clauses.append("(checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?)")
-        params.extend((after[2], after[0], after[1]))
     where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+    tail = "" if limit is None else f" LIMIT {int(limit)}"
     return tx.all(  # type: ignore[return-value]
-        f"SELECT {_COLUMNS} FROM checkpoints {where} "
-        "ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT ?",
-        [*params, size],
+        f"SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints {where} "
+        f"ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC{tail}",
+        params,
     )
+
+
+def page_rows(tx: Tx, keys: list[tuple[str, str, str]]) -> list[Row]:
+    """The rows of ``keys`` still stored, in the order of ``keys`` (a query per thread and
+    namespace among them)."""
+    scopes: dict[tuple[str, str], list[str]] = {}
+    for thread_id, ns, cid in keys:
+        scopes.setdefault((thread_id, ns), []).append(cid)
+    found: dict[tuple[str, str, str], Row] = {}
+    for (thread_id, ns), ids in scopes.items():
+        marks = ", ".join("?" * len(ids))
+        for row in tx.all(
+            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+            f"AND checkpoint_id IN ({marks})",
+            (thread_id, ns, *ids),
+        ):
+            found[row[:3]] = row  # type: ignore[assignment]
+    return [found[key] for key in keys if key in found]
 
 
 def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:

@@ -27,7 +27,7 @@ from ..errors import ConfigError, ThreadBusy
 from . import _lease, _retention, _schema
 from ._db import Durability, Tx, is_url, open_database
 from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
-from ._read import config_of, decoding, lookup, page_rows, to_tuples
+from ._read import config_of, decoding, list_keys, lookup, page_rows, to_tuples
 from ._serde import StrictSerializer
 from ._write import prepare_put, prepare_writes, store_put, store_writes
 
@@ -240,18 +240,12 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints matching ``config`` and ``filter`` (top-level metadata keys, which must
         be identifiers), newest first, read a page at a time."""
-        after: tuple[str, str, str] | None = None
-        left = limit
-        while left is None or left > 0:
-            size = _PAGE if left is None else min(_PAGE, left)
+        with self._reading() as tx:
+            keys = list_keys(tx, config, filter, before, limit)
+        for start in range(0, len(keys), _PAGE):
             with self._reading() as tx:
-                rows = page_rows(tx, config, filter, before, after, size)
-                page = to_tuples(tx, rows, self.serde)
+                page = to_tuples(tx, page_rows(tx, keys[start : start + _PAGE]), self.serde)
             yield from page
-            if len(rows) < size:
-                return
-            after = rows[-1][:3]
-            left = None if left is None else left - len(rows)
 
     def threads(self, limit: int | None = None) -> list[ThreadSummary]:
         """The threads in the store, most recently active first."""
