@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
-from ..checkpoint import TrajectorySaver, TransitionRow, default_target, is_url
+from ..checkpoint import TransitionRow
 from ._app import db_option, main
+from ._store import open_store
 
 __all__ = [
     "threads_command",
@@ -21,22 +22,12 @@ __all__ = [
 ]
 
 
-def _open(db: str | None) -> TrajectorySaver:
-    target = db if db else default_target()
-    if not is_url(target) and not Path(target).is_file():
-        raise click.ClickException(
-            f"no checkpoint database at {target}; run something first, or pass --db / set "
-            "AWORLD_GRAPH_DB"
-        )
-    return TrajectorySaver(target)
-
-
 @main.command("threads")
 @db_option()
 @click.option("--limit", "-n", type=int, default=50, show_default=True, help="Threads to show.")
 def threads_command(db: str | None, limit: int) -> None:
     """List the threads (runs) in the database, most recent first."""
-    with _open(db) as saver:
+    with open_store(db) as saver:
         threads = saver.threads(limit)
     if not threads:
         click.echo("no threads")
@@ -55,7 +46,7 @@ def threads_command(db: str | None, limit: int) -> None:
 @click.option("--ns", default="", help="Checkpoint namespace (subgraph); root by default.")
 def history_command(thread: str, db: str | None, ns: str) -> None:
     """Show THREAD's checkpoints as a tree: forks branch off where they started."""
-    with _open(db) as saver:
+    with open_store(db) as saver:
         rows = saver.transitions(thread, ns)
     if not rows:
         raise click.ClickException(
@@ -136,7 +127,7 @@ def prune_command(
     if (keep is None) == (older_than is None):
         raise click.UsageError("give exactly one of --keep N or --older-than DAYS")
     threads = [thread] if thread else None
-    with _open(db) as saver:
+    with open_store(db) as saver:
         if keep is not None:
             deleted = saver.prune_keep_last(keep, threads)
         else:
@@ -150,7 +141,7 @@ def prune_command(
 @db_option()
 def vacuum_command(db: str | None) -> None:
     """Compact the database file (VACUUM) and truncate its write-ahead log."""
-    with _open(db) as saver:
+    with open_store(db) as saver:
         if saver.path is None:
             saver.vacuum()
             click.echo(f"{saver.label}: vacuumed")
@@ -172,7 +163,7 @@ def migrate_command(db: str) -> None:
     (the first write does it too). DB is a SQLite file or a postgresql:// URL."""
     from ..checkpoint._schema import SCHEMA_VERSION
 
-    with _open(db) as saver:
+    with open_store(db) as saver:
         changed = saver.migrate()
         label = saver.label
     if changed:

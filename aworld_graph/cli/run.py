@@ -14,6 +14,7 @@ import click
 
 from ..errors import DefinitionError
 from ._app import db_option, main
+from ._store import open_store, store_target
 
 if TYPE_CHECKING:
     from ..graph import GraphSource
@@ -134,7 +135,7 @@ def _batch_tasks(path: str, source: Any, conf: Any, target: str) -> list[Any]:
     return tasks
 
 
-def _run_batch(tasks: list[Any], saver: Any, run_conf: Any, as_json: bool) -> None:
+def _run_batch(tasks: list[Any], saver: Any, run_conf: Any, as_json: bool, where: str) -> None:
     from ..runner import Runners
 
     try:
@@ -158,17 +159,14 @@ def _run_batch(tasks: list[Any], saver: Any, run_conf: Any, as_json: bool) -> No
         click.echo(f"{len(responses)} tasks: {len(responses) - len(failed)} ok, {len(failed)} failed")
         for task_id, notes in retried.items():
             click.echo(f"retried {task_id}: " + "; ".join(notes))
-        click.echo(f"stored: {_db_path()}")
+        click.echo(f"stored: {where}")
     if failed:
         sys.exit(1)
 
 
 def _saver(db: str | None) -> Any:
-    if db:
-        os.environ["AWORLD_GRAPH_DB"] = db
-    from ..runner import default_checkpointer
-
-    return default_checkpointer()
+    """The store ``--db`` names (made when missing), closed when the command ends."""
+    return click.get_current_context().with_resource(open_store(db, existing=False))
 
 
 def _report(response: TaskResponse, db_path: str, as_json: bool) -> None:
@@ -190,12 +188,14 @@ def _report(response: TaskResponse, db_path: str, as_json: bool) -> None:
         sys.exit(1)
 
 
-def _recorded_source(saver: Any, thread: str, target: str | None) -> tuple[Any, Any]:
+def _recorded_source(
+    saver: Any, thread: str, target: str | None, where: str
+) -> tuple[Any, Any]:
     """``(agent, swarm)`` that run ``thread`` ran, from ``target`` or the run's own record."""
     latest = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
     if latest is None:
         raise DefinitionError(
-            f"no run with thread id {thread!r} in {_db_path()}; list runs with `aworld-graph threads`"
+            f"no run with thread id {thread!r} in {where}; list runs with `aworld-graph threads`"
         )
     target = target or latest.metadata.get("target") or latest.metadata.get("workflow")
     if not target:
@@ -207,10 +207,8 @@ def _recorded_source(saver: Any, thread: str, target: str | None) -> tuple[Any, 
     return agent, None if agent is not None else source
 
 
-def _db_path() -> str:
-    from ..checkpoint import default_target
-
-    return str(default_target())
+def _db_path(db: str | None) -> str:
+    return str(store_target(db))
 
 
 @main.command()
@@ -281,7 +279,7 @@ def run(
                 )
             ]
         )
-        _run_batch(tasks, saver, run_conf_of(engine, workers, concurrency), as_json)
+        _run_batch(tasks, saver, run_conf_of(engine, workers, concurrency), as_json, _db_path(db))
         return
     assert input_ is not None
     agent = getattr(source, "agent", None)
@@ -320,7 +318,7 @@ def run(
         assert response is not None
         return response
 
-    _report(asyncio.run(go()), _db_path(), as_json)
+    _report(asyncio.run(go()), _db_path(db), as_json)
 
 
 @main.command()
@@ -340,7 +338,7 @@ def resume(
     from ..runner import Runners
 
     saver = _saver(db)
-    agent, swarm = _recorded_source(saver, thread, target)
+    agent, swarm = _recorded_source(saver, thread, target, _db_path(db))
     response = asyncio.run(
         Runners.resume(
             thread,
@@ -350,7 +348,7 @@ def resume(
             checkpointer=saver,
         )
     )
-    _report(response, _db_path(), as_json)
+    _report(response, _db_path(db), as_json)
 
 
 @main.group()
@@ -403,10 +401,10 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, Any]:
     return update
 
 
-def _thread_of(checkpoint: str) -> str:
+def _thread_of(checkpoint: str, where: str) -> str:
     import sqlite_utils
 
-    db = sqlite_utils.Database(_db_path())
+    db = sqlite_utils.Database(where)
     rows = list(
         db.query(
             "select thread_id from checkpoints where checkpoint_id = ? and checkpoint_ns = ''",
@@ -415,7 +413,7 @@ def _thread_of(checkpoint: str) -> str:
     )
     if not rows:
         raise DefinitionError(
-            f"no checkpoint {checkpoint!r} in {_db_path()}; see `aworld-graph history THREAD`"
+            f"no checkpoint {checkpoint!r} in {where}; see `aworld-graph history THREAD`"
         )
     return str(rows[0]["thread_id"])
 
@@ -456,9 +454,9 @@ def fork(
     from ..runner import Runners
 
     saver = _saver(db)
-    thread = _thread_of(checkpoint)
+    thread = _thread_of(checkpoint, _db_path(db))
     values = _parse_set(sets)  # every problem at once, before anything is written
-    agent, swarm = _recorded_source(saver, thread, target)
+    agent, swarm = _recorded_source(saver, thread, target, _db_path(db))
     forked = asyncio.run(
         Runners.fork(
             thread,

@@ -11,6 +11,7 @@ import click
 
 from ..errors import DefinitionError
 from ._app import db_option, main
+from ._store import store_target
 from .run import load_target
 
 __all__ = ["viz"]
@@ -29,15 +30,15 @@ _SUFFIXES = {
 
 
 def _stored_run(source: Any, thread: str, db: str | None) -> Any:
-    from ..checkpoint import TrajectorySaver, default_target, is_url
+    from ..checkpoint import is_url, open_saver
     from ..viz import load_run
 
-    target = db if db else default_target()
+    target = store_target(db)
     if not is_url(target) and not Path(target).is_file():
         raise DefinitionError(
             f"no checkpoint database at {target}; pass --db PATH (or set AWORLD_GRAPH_DB)"
         )
-    with TrajectorySaver(target) as saver:
+    with open_saver(target) as saver:
         return asyncio.run(load_run(source, thread, saver))
 
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from ..checkpoint import TrajectorySaver, strip_secrets
+from .. import checkpoint
+from ..checkpoint import TrajectorySaver, default_target, is_url, strip_secrets
 from ..errors import ConfigError
 from ..rewards import episode_reward
 from ..trajectory import build_trajectory
@@ -32,14 +33,12 @@ def open_saver(
     """A saver for ``db``: a saver as is, a file path, or ``None`` for the default database."""
     if isinstance(db, BaseCheckpointSaver):
         return db
-    from ..checkpoint import default_target, is_url
-
     target = db if db is not None else default_target()
     if not is_url(target) and not Path(target).is_file():
         raise ConfigError(
             f"checkpoint database {target} does not exist; run something first or pass --db FILE"
         )
-    return TrajectorySaver(target)
+    return checkpoint.open_saver(target)
 
 
 def _time(value: datetime | str | None) -> str | None:
