@@ -20,16 +20,23 @@ from langgraph.func import task
 from langgraph.graph import END
 
 from . import tracing
+from ._messages import (
+    NUDGE,
+    assistant_message,
+    last_assistant,
+    public_messages,
+    render_as_text,
+    tool_used_this_turn,
+    turn_input,
+)
 from ._resolve import resolve_model
 from .agent import Agent, tools_node_name
 from .errors import DefinitionError
-from .model import ChatModel, ModelResponse
+from .model import ChatModel
 from .state import Message, SwarmState
 from .tools import Tool, ToolOutcome, ToolProvider, ToolSpec, as_tools, truncate_for_model
 
 __all__ = ["TOOL_CALL_TASK", "AgentRuntime", "GraphTool", "public_messages", "turn_input"]
-
-NUDGE = "Reply with the final answer only."
 
 TOOL_CALL_TASK = "__tool_call__"
 """Name of the LangGraph task that runs one tool call inside a tools node (reserved: no node
@@ -63,93 +70,6 @@ class GraphTool:
     """``handoff`` (control passes to ``target``) or ``delegate`` (``target`` runs and reports)."""
     run: Callable[[str, RunnableConfig, str], Awaitable[dict[str, Any]]] | None = None
     """For delegations: ``run(request, config, call_id)`` → ``{"answer", "trace", "thread_id"}``."""
-
-
-def public_messages(messages: list[Message]) -> list[Message]:
-    """Messages without the bookkeeping keys (``_agent``, ``_turn``, ``_error``)."""
-    return [{k: v for k, v in m.items() if not k.startswith("_")} for m in messages]
-
-
-def _last_assistant(messages: list[Message], agent: str | None = None) -> Message | None:
-    for message in reversed(messages):
-        if message.get("role") == "assistant" and (
-            agent is None or message.get("_agent", agent) == agent
-        ):
-            return message
-    return None
-
-
-def _tool_used_this_turn(messages: list[Message]) -> bool:
-    for message in reversed(messages):
-        if message.get("role") == "tool":
-            return True
-        if message.get("role") == "user":
-            return False
-    return False
-
-
-def render_as_text(messages: list[Message]) -> list[Message]:
-    """Rewrite tool calls and results as plain text, for models with weak tool support."""
-    out: list[Message] = []
-    names: dict[str, str] = {}
-    pending: list[str] = []
-
-    def flush() -> None:
-        if pending:
-            out.append({"role": "user", "content": " ".join(pending) + " " + NUDGE})
-            pending.clear()
-
-    for message in messages:
-        role = message.get("role")
-        if role == "tool":
-            name = names.get(message.get("tool_call_id", ""), "tool")
-            pending.append(f"The {name} tool returned: {message.get('content', '')}.")
-            continue
-        flush()
-        if role == "assistant" and message.get("tool_calls"):
-            calls = []
-            for tc in message["tool_calls"]:
-                fn = tc.get("function", {})
-                names[tc.get("id", "")] = fn.get("name", "tool")
-                calls.append(f"{fn.get('name')}({fn.get('arguments', '')})")
-            text = (message.get("content") or "").strip()
-            out.append(
-                {"role": "assistant", "content": (text + "\n" if text else "") + "; ".join(calls)}
-            )
-        else:
-            out.append(dict(message))
-    flush()
-    return out
-
-
-def _assistant_message(response: ModelResponse) -> Message:
-    message: Message = {"role": "assistant", "content": response.content}
-    if response.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in response.tool_calls
-        ]
-    return message
-
-
-def turn_input(name: str, state: SwarmState) -> str:
-    """What a private turn starts from: the task, earlier outputs, critic feedback."""
-    parts = [str(state.get("input", ""))]
-    outputs = {k: v for k, v in (state.get("outputs") or {}).items() if k != name}
-    if outputs:
-        parts.append(
-            "Results from earlier steps:\n" + "\n".join(f"[{k}]\n{v}" for k, v in outputs.items())
-        )
-    critiques = [r for r in state.get("rewards", []) if r.get("judged") == name]
-    if critiques and critiques[-1].get("status") == "retry":
-        c = critiques[-1]
-        previous = (state.get("outputs") or {}).get(name, "")
-        parts.append(
-            f"Your previous answer:\n{previous}\n"
-            f"Feedback from {c.get('source')} (score {c.get('score')}): {c.get('feedback')}\n"
-            "Write an improved answer."
-        )
-    return "\n\n".join(p for p in parts if p)
 
 
 class AgentRuntime:
@@ -313,7 +233,7 @@ class AgentRuntime:
         text_mode = self.model.profile.tool_results == "text"
         prompt += render_as_text(conversation) if text_mode else conversation
         specs = await self.specs()
-        offer = bool(specs) and not (text_mode and _tool_used_this_turn(conversation))
+        offer = bool(specs) and not (text_mode and tool_used_this_turn(conversation))
         on_token: Callable[[str], None] | None = None
         if (config.get("configurable") or {}).get("stream_tokens"):
 
@@ -327,7 +247,7 @@ class AgentRuntime:
             tool_choice=self.model.profile.tool_choice if offer else None,
             on_token=on_token,
         )
-        message = {**_assistant_message(response), "_agent": self.name, "_turn": turn}
+        message = {**assistant_message(response), "_agent": self.name, "_turn": turn}
         record = {
             "kind": "llm",
             "at": time.time(),
@@ -400,7 +320,7 @@ class AgentRuntime:
         def route(state: SwarmState) -> Any:
             if state.get("status") in ("max_steps", "error"):
                 return END
-            last = _last_assistant(state.get("messages", []), self.name)
+            last = last_assistant(state.get("messages", []), self.name)
             if last is not None and last.get("tool_calls"):
                 return self.tools_node
             return next_after_answer(state) if callable(next_after_answer) else next_after_answer
@@ -528,7 +448,7 @@ class AgentRuntime:
         call – handoff or not – gets its tool message, so no call is left dangling.
         """
         messages = state.get("messages", [])
-        last = _last_assistant(messages, self.name) or {}
+        last = last_assistant(messages, self.name) or {}
         turn = last.get("_turn")
         calls = list(last.get("tool_calls") or [])
         exclude = {tc.get("id") for tc in calls}

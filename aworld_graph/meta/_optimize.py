@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .report import write_outputs
-from .search import Optimizer, OptimizeResult
+from .result import OptimizeResult
+from .search import Optimizer
 from .tasks import TaskSet
 
 __all__ = ["optimize", "optimize_sync"]

@@ -26,7 +26,7 @@ from ._plot import Point, score_plot
 from .candidates import Candidate, node_of, nodes_of
 
 if TYPE_CHECKING:
-    from .search import OptimizeResult
+    from .result import OptimizeResult
 
 __all__ = ["iteration_rows", "render_markdown", "write_outputs"]
 

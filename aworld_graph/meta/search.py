@@ -33,141 +33,16 @@ from ..engine import remember
 from ..errors import AWorldGraphError, ConfigError
 from ..model import ChatModel
 from ._store import MetaStore, Step
+from .budget import Budget, Spent
 from .candidates import Candidate, materialize, nodes_of, seed_spec
-from .evaluate import Comparison, Evaluation, evaluate, paired_bootstrap
+from .evaluate import Evaluation, evaluate, paired_bootstrap
 from .operators import Operator, OperatorContext, default_operators
+from .result import OptimizeResult
 from .tasks import TaskSet
 
 __all__ = ["Budget", "OptimizeResult", "Optimizer", "Spent"]
 
 Event = dict[str, Any]
-
-
-@dataclass(kw_only=True)
-class Spent:
-    """What an optimization has used so far."""
-
-    llm_calls: int = 0
-    """Model calls (the workflow's runs and the optimizer agent's)."""
-    tokens: int = 0
-    """Tokens of those calls."""
-    seconds: float = 0.0
-    """Time spent evaluating and in the optimizer agent."""
-    iterations: int = 0
-    """Search iterations done."""
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600}
-
-
-@dataclass(kw_only=True)
-class Budget:
-    """Limits on an optimization; ``None`` is no limit. The search stops before an iteration
-    that would pass one (keeping enough for the final test evaluation)."""
-
-    llm_calls: int | None = None
-    """Most model calls."""
-    tokens: int | None = None
-    """Most tokens."""
-    seconds: float | None = None
-    """Most seconds of evaluation and optimizer-agent time."""
-    iterations: int | None = None
-    """Most search iterations."""
-
-    @classmethod
-    def parse(cls, text: str) -> Budget:
-        """``"calls=400,tokens=200000,time=20m,iterations=12"``; a bare number is LLM calls."""
-        budget = cls()
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            key, sep, value = part.partition("=")
-            if not sep:
-                key, value = "calls", part
-            key = key.strip().lower()
-            try:
-                if key in ("calls", "llm_calls"):
-                    budget.llm_calls = int(float(value))
-                elif key == "tokens":
-                    budget.tokens = int(float(value))
-                elif key in ("time", "seconds"):
-                    m = re.fullmatch(r"\s*([0-9.]+)\s*([smh]?)\s*", value)
-                    if m is None:
-                        raise ValueError(value)
-                    budget.seconds = float(m.group(1)) * _UNITS[m.group(2) or "s"]
-                elif key in ("iterations", "iters"):
-                    budget.iterations = int(value)
-                else:
-                    raise ConfigError(
-                        f"budget {text!r}: unknown limit {key!r}; use calls=, tokens=, time= or iterations="
-                    )
-            except ValueError:
-                raise ConfigError(
-                    f"budget {text!r}: {part!r} is not a number (e.g. calls=400, time=20m)"
-                ) from None
-        if all(
-            v is None for v in (budget.llm_calls, budget.tokens, budget.seconds, budget.iterations)
-        ):
-            raise ConfigError(f"budget {text!r} sets no limit; e.g. calls=400 or time=20m")
-        return budget
-
-    def __str__(self) -> str:
-        parts = [
-            f"{name}={value}"
-            for name, value in (
-                ("calls", self.llm_calls),
-                ("tokens", self.tokens),
-                ("time", f"{self.seconds:g}s" if self.seconds is not None else None),
-                ("iterations", self.iterations),
-            )
-            if value is not None
-        ]
-        return ",".join(parts) or "unlimited"
-
-
-@dataclass(kw_only=True)
-class OptimizeResult:
-    """What an optimization found."""
-
-    run_id: str
-    """Its id (tables ``meta_*`` and thread ids ``meta-<run_id>-…``)."""
-    workflow: Path
-    """The seed workflow file."""
-    tasks: TaskSet
-    """The task set."""
-    candidates: list[Candidate]
-    """Every candidate, seed first."""
-    steps: list[Step]
-    """Every iteration."""
-    best: Candidate
-    """The candidate with the best dev score (the seed if nothing beat it)."""
-    spent: Spent
-    """What it used."""
-    budget: Budget
-    """Its limits."""
-    stop_reason: str
-    """Why the search stopped."""
-    comparison: Comparison | None = None
-    """Best vs seed on the test split (paired bootstrap), when there is one."""
-    origins: dict[str, str] = field(default_factory=dict)
-    """Node → the card file it came from in the seed workflow."""
-    outputs: list[Path] = field(default_factory=list)
-    """Files written (cards, workflow, report)."""
-
-    @property
-    def seed(self) -> Candidate:
-        return self.candidates[0]
-
-    def candidate(self, cid: str) -> Candidate:
-        return next(c for c in self.candidates if c.id == cid)
-
-    def lineage(self, cid: str | None = None) -> list[Candidate]:
-        """The candidates from the seed to ``cid`` (default: the best)."""
-        chain = []
-        current: str | None = cid or self.best.id
-        while current is not None:
-            c = self.candidate(current)
-            chain.append(c)
-            current = c.parent
-        return chain[::-1]
 
 
 def _hash(*parts: Any) -> str:

@@ -1,0 +1,106 @@
+"""The message list as an agent's turn reads it: public messages, the last assistant reply,
+a private turn's input, and tool calls rewritten as text for models with weak tool support."""
+
+from __future__ import annotations
+
+from .model import ModelResponse
+from .state import Message, SwarmState
+
+__all__ = [
+    "NUDGE",
+    "assistant_message",
+    "last_assistant",
+    "public_messages",
+    "render_as_text",
+    "tool_used_this_turn",
+    "turn_input",
+]
+
+NUDGE = "Reply with the final answer only."
+
+
+def public_messages(messages: list[Message]) -> list[Message]:
+    """Messages without the bookkeeping keys (``_agent``, ``_turn``, ``_error``)."""
+    return [{k: v for k, v in m.items() if not k.startswith("_")} for m in messages]
+
+
+def last_assistant(messages: list[Message], agent: str | None = None) -> Message | None:
+    for message in reversed(messages):
+        if message.get("role") == "assistant" and (
+            agent is None or message.get("_agent", agent) == agent
+        ):
+            return message
+    return None
+
+
+def tool_used_this_turn(messages: list[Message]) -> bool:
+    for message in reversed(messages):
+        if message.get("role") == "tool":
+            return True
+        if message.get("role") == "user":
+            return False
+    return False
+
+
+def render_as_text(messages: list[Message]) -> list[Message]:
+    """Rewrite tool calls and results as plain text, for models with weak tool support."""
+    out: list[Message] = []
+    names: dict[str, str] = {}
+    pending: list[str] = []
+
+    def flush() -> None:
+        if pending:
+            out.append({"role": "user", "content": " ".join(pending) + " " + NUDGE})
+            pending.clear()
+
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            name = names.get(message.get("tool_call_id", ""), "tool")
+            pending.append(f"The {name} tool returned: {message.get('content', '')}.")
+            continue
+        flush()
+        if role == "assistant" and message.get("tool_calls"):
+            calls = []
+            for tc in message["tool_calls"]:
+                fn = tc.get("function", {})
+                names[tc.get("id", "")] = fn.get("name", "tool")
+                calls.append(f"{fn.get('name')}({fn.get('arguments', '')})")
+            text = (message.get("content") or "").strip()
+            out.append(
+                {"role": "assistant", "content": (text + "\n" if text else "") + "; ".join(calls)}
+            )
+        else:
+            out.append(dict(message))
+    flush()
+    return out
+
+
+def assistant_message(response: ModelResponse) -> Message:
+    message: Message = {"role": "assistant", "content": response.content}
+    if response.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in response.tool_calls
+        ]
+    return message
+
+
+def turn_input(name: str, state: SwarmState) -> str:
+    """What a private turn starts from: the task, earlier outputs, critic feedback."""
+    parts = [str(state.get("input", ""))]
+    outputs = {k: v for k, v in (state.get("outputs") or {}).items() if k != name}
+    if outputs:
+        parts.append(
+            "Results from earlier steps:\n" + "\n".join(f"[{k}]\n{v}" for k, v in outputs.items())
+        )
+    critiques = [r for r in state.get("rewards", []) if r.get("judged") == name]
+    if critiques and critiques[-1].get("status") == "retry":
+        c = critiques[-1]
+        previous = (state.get("outputs") or {}).get(name, "")
+        parts.append(
+            f"Your previous answer:\n{previous}\n"
+            f"Feedback from {c.get('source')} (score {c.get('score')}): {c.get('feedback')}\n"
+            "Write an improved answer."
+        )
+    return "\n\n".join(p for p in parts if p)
