@@ -20,6 +20,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from .. import tracing
 from .._run_impl import close_graph, open_graph, respond, run_config
 from ..config import RunConfig
 from ..errors import ConfigError, DefinitionError
@@ -186,7 +187,8 @@ async def run_on_ray(
         summary: dict[str, Any] | None = None
         for _attempt in range(conf.max_retries + 1):
             actor, pid = pool.actors[slot], pool.pids[slot]
-            refs[task.id] = ref = actor.run.remote(spec, store)
+            traced = {**spec, "trace": tracing.inject()}  # the worker's spans join this trace
+            refs[task.id] = ref = actor.run.remote(traced, store)
             try:
                 summary = await ref
                 break

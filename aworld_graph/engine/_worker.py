@@ -72,8 +72,15 @@ class Worker:
             summary["resumed_from"] = (
                 latest.config["configurable"]["checkpoint_id"] if latest else None
             )
+        from .. import tracing
+
+        if spec.get("trace") and not tracing.enabled():
+            tracing.configure()  # the driver traces: so does this worker (its OTEL_* environment)
         try:
-            with sampling_temperature(spec.get("temperature")):
+            with (
+                tracing.attached(tracing.extract(spec.get("trace"))),
+                sampling_temperature(spec.get("temperature")),
+            ):
                 graph = open_graph(task)
                 try:
                     response, _ = await drive(task, graph, saver)

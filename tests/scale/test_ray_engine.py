@@ -252,3 +252,42 @@ def test_the_cli_runs_a_jsonl_batch_on_ray_workers(tmp_path: Path) -> None:
     assert "2 tasks: 2 ok, 0 failed" in first.output
     again = CliRunner().invoke(main, args)  # read back: the same answers, the same workers' pids
     assert again.output.splitlines()[:2] == lines[:2]
+
+
+async def test_spans_of_ray_workers_join_the_drivers_trace(tmp_path: Path) -> None:
+    """The driver's trace context travels with each task: a worker (set up from the OTEL_*
+    environment it is given) exports its run's spans as children of the driver's span."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from aworld_graph import tracing
+    from tests.tracing.collector import Collector
+
+    with Collector() as collector:
+        provider = TracerProvider()
+        exporter = InMemorySpanExporter()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        tracing.configure(tracer_provider=provider)
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "50",
+        }
+        try:
+            with provider.get_tracer("test").start_as_current_span("batch") as batch:
+                tasks = [Task(input="square 3", swarm=apps.square_flow, id="traced-3")]
+                conf = _ray(runtime_env={"env_vars": env})
+                answers = await Runners.run_task(
+                    tasks, checkpointer=TrajectorySaver(tmp_path / "t.db"), run_conf=conf
+                )
+            assert answers["traced-3"].answer == "the square is 9"
+            for _ in range(200):  # the worker's batch processor exports every 50 ms
+                if collector.named("invoke_workflow square"):
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            tracing.disable()
+            provider.shutdown()
+    (run,) = collector.named("invoke_workflow square")
+    trace_id = format(batch.get_span_context().trace_id, "032x")
+    assert run.trace_id == trace_id
