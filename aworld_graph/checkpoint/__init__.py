@@ -30,7 +30,6 @@ __all__ = [
     "StrictSerializer",
     "strip_secrets",
     "default_target",
-    "default_db_path",
     "default_checkpointer",
     "open_saver",
     "is_url",
@@ -48,14 +47,6 @@ def default_target() -> str | Path:
     if is_url(named):
         return named
     return Path(named).expanduser() if named else Path.cwd() / "checkpoints" / "aworld.db"
-
-
-def default_db_path() -> Path:
-    """The default SQLite file (:func:`default_target` when it is not a URL)."""
-    target = default_target()
-    if isinstance(target, str):
-        raise ValueError(f"{DB_ENV_VAR} names a PostgreSQL database, not a file")
-    return target
 
 
 def open_saver(target: str | os.PathLike[str] | None = None) -> TrajectorySaver:

@@ -189,23 +189,14 @@ class PostgresDatabase:
 
         try:  # one direct connection first: its error says what is wrong, at once
             psycopg.connect(url, connect_timeout=10).close()
-        except psycopg.Error as exc:
-            raise ConfigError(
-                f"cannot connect to the checkpoint database {self.label}: {exc}. Check the "
-                "URL (postgresql://user@host:port/db), that the server runs and accepts you"
-            ) from None
-        self._pool = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=max_connections,
-            configure=configure,
-            open=False,
-            timeout=BUSY_TIMEOUT_S,
-        )
-        try:
+            self._pool = ConnectionPool(
+                url, min_size=1, max_size=max_connections, configure=configure, open=False,
+                timeout=BUSY_TIMEOUT_S,
+            )  # fmt: skip
             self._pool.open(wait=True, timeout=30.0)
-        except Exception as exc:
-            self._pool.close()
+        except Exception as exc:  # psycopg.Error, or the pool timing out
+            if hasattr(self, "_pool"):
+                self._pool.close()
             raise ConfigError(
                 f"cannot connect to the checkpoint database {self.label}: {exc}. Check the "
                 "URL (postgresql://user@host:port/db), that the server runs and accepts you"

@@ -60,16 +60,6 @@ def _busy(thread_id: str, holder: str, host: str, pid: int, expires: float) -> T
     )
 
 
-def _refuse_other_holder(tx: Tx, thread_id: str, me: str) -> None:
-    """Raise :class:`ThreadBusy` while a live holder other than ``me`` has the lease."""
-    row = tx.one(
-        "SELECT holder, host, pid, expires_at FROM checkpoint_leases WHERE thread_id = ?",
-        (thread_id,),
-    )
-    if row is not None and row[0] != me and row[3] >= time.time() and _alive(row[1], row[2]):
-        raise _busy(thread_id, *row)
-
-
 Admit = Callable[[Tx, str, Any], None]
 """``admit(tx, thread_id, lease columns)``: :func:`admit` with the writer's identity bound."""
 
@@ -105,7 +95,8 @@ def admit(tx: Tx, thread_id: str, me: str, held: bool, seconds: float, lease: An
 
 def acquire(tx: Tx, thread_id: str, me: str, seconds: float) -> None:
     """Take the lease of ``thread_id`` for ``me``, or raise :class:`ThreadBusy`."""
-    _refuse_other_holder(tx, thread_id, me)
+    lease = tx.one(f"SELECT {LEASE_COLUMNS} FROM {lease_from(tx.dialect)}", (thread_id,) * 2)
+    admit(tx, thread_id, me, False, seconds, lease)
     tx.run(
         "INSERT INTO checkpoint_leases (thread_id, holder, host, pid, expires_at) "
         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET holder = excluded.holder, "

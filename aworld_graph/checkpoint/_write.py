@@ -213,17 +213,14 @@ def _nodes(
     """The nodes of the tasks that wrote at a checkpoint (``(node, task_path)`` rows in
     LangGraph's task order). A ``Send`` task's writes saved before their checkpoint itself
     (LangGraph's background saves) get their node named here."""
-    names: list[str] = []
-    pushed: dict[str, str | None] = {}
+    paths: dict[str, Any] = {}
     for node, path in writes:
-        if node is None and path not in pushed:
-            pushed[path] = _pushed_node(tx, unpack, key, path)
-            if pushed[path] is not None:
-                tx.run(
-                    f"UPDATE checkpoint_writes SET node = ? WHERE {AT_CHECKPOINT} AND task_path = ?",
-                    (pushed[path], *key, path),
-                )
-        node = node if node is not None else pushed.get(path)
+        paths.setdefault(path, node)  # a task's writes share its path and node
+    names: list[str] = []
+    for path, node in paths.items():
+        if node is None and (node := _pushed_node(tx, unpack, key, path)) is not None:
+            sql = f"UPDATE checkpoint_writes SET node = ? WHERE {AT_CHECKPOINT} AND task_path = ?"
+            tx.run(sql, (node, *key, path))
         if node is not None and node not in names:
             names.append(node)
     return names

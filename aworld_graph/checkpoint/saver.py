@@ -103,7 +103,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         self._version: int | None = None
         self._guard = threading.Lock()
         self._me = f"{_lease.HOST}:{uuid.uuid4().hex[:12]}"
-        self._held: set[str] = set()
+        self._held: dict[str, threading.Event] = {}  # set when the hold ends
         self._database()  # a bad path, or a URL without the extra, fails here
 
     @property
@@ -199,7 +199,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
                     thread_id=thread_id,
                     holder=self._me,
                 )
-            self._held.add(thread_id)
+            self._held[thread_id] = threading.Event()
         acquired = False
         try:
             with self._writing() as tx:
@@ -207,16 +207,28 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             acquired = True
             yield
         finally:
-            self._held.discard(thread_id)
-            if acquired:
-                with self._writing() as tx:
-                    _lease.release(tx, thread_id, self._me)
+            try:
+                if acquired:
+                    with self._writing() as tx:
+                        _lease.release(tx, thread_id, self._me)
+            finally:  # released first: a run waiting here then takes the lease afresh
+                self._held.pop(thread_id).set()
 
     @asynccontextmanager
     async def ahold(self, thread_id: str) -> AsyncIterator[None]:
-        """Async :meth:`hold`."""
-        held = self.hold(thread_id)
-        await asyncio.to_thread(held.__enter__)
+        """Async :meth:`hold`. A run of the thread by this saver in progress is waited for
+        (in-process runs of one thread queue, as LangGraph's ``enqueue``); another process
+        or saver holding it raises :class:`~aworld_graph.errors.ThreadBusy` at once."""
+        while True:
+            held = self.hold(thread_id)
+            try:
+                await asyncio.to_thread(held.__enter__)
+                break
+            except ThreadBusy as exc:
+                if exc.holder != self._me:
+                    raise
+                if (ends := self._held.get(str(thread_id))) is not None:
+                    await asyncio.to_thread(ends.wait)
         try:
             yield
         finally:  # hold's own cleanup is the same with or without an exception

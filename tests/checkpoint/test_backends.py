@@ -420,3 +420,28 @@ def test_metadata_filters_match_the_same_on_both_back_ends(target: str) -> None:
         assert found(n=1) == ["m0"] and found(n=1.0) == ["m0"]
         assert found(gone=None) == ["m0", "m1"]  # null, or no such key
         assert found(n=1, tags=["a", "b"]) == ["m0"]
+
+
+async def test_runs_of_one_thread_in_one_process_queue(target: str) -> None:
+    """Two concurrent ``Runners.run`` of one task id with one saver: the second waits for
+    the first and reads its finished run back (another process would get ThreadBusy)."""
+    import asyncio
+
+    from aworld_graph import Agent, Runners
+    from aworld_graph.testing import FunctionModel
+
+    calls: list[int] = []
+
+    async def slow(messages: Any, tools: Any) -> str:
+        calls.append(1)
+        await asyncio.sleep(0.2)
+        return "done"
+
+    agent = Agent(name="solo", model=FunctionModel(slow))
+    with TrajectorySaver(target) as saver:
+        first, second = await asyncio.gather(
+            Runners.run(input="go", agent=agent, task_id="same", checkpointer=saver),
+            Runners.run(input="go", agent=agent, task_id="same", checkpointer=saver),
+        )
+        assert first.answer == second.answer == "done" and first.success and second.success
+        assert len(calls) == 1

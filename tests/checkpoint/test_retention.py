@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aworld_graph.checkpoint import TrajectorySaver, default_checkpointer, default_db_path
+from aworld_graph.checkpoint import TrajectorySaver, default_checkpointer, default_target
 from aworld_graph.errors import ConfigError
 
 from .conftest import ask, chat_graph
@@ -81,9 +81,9 @@ def test_vacuum_gives_space_back(saver: TrajectorySaver) -> None:
     assert not wal.exists() or wal.stat().st_size == 0
 
 
-def test_default_db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWORLD_GRAPH_DB", str(tmp_path / "custom" / "runs.db"))
-    assert default_db_path() == tmp_path / "custom" / "runs.db"
+    assert default_target() == tmp_path / "custom" / "runs.db"
     saver = default_checkpointer(durability="full")
     assert saver.path == tmp_path / "custom" / "runs.db" and saver.durability == "full"
     ask(chat_graph(saver), "t", "hi")
@@ -91,6 +91,6 @@ def test_default_db_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.delenv("AWORLD_GRAPH_DB")
     monkeypatch.chdir(tmp_path)
-    assert default_db_path() == tmp_path / "checkpoints" / "aworld.db"
+    assert default_target() == tmp_path / "checkpoints" / "aworld.db"
     ask(chat_graph(default_checkpointer()), "t", "hi")
     assert (tmp_path / "checkpoints" / "aworld.db").is_file()
