@@ -70,13 +70,9 @@ def thread_summaries(tx: Tx, limit: int | None = None) -> list[ThreadSummary]:
         "max(created_at), (SELECT step FROM checkpoints AS l WHERE l.thread_id = c.thread_id "
         "AND l.checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1) "
         "FROM checkpoints AS c GROUP BY thread_id ORDER BY max(created_at) DESC"
-    )
-    params: list[Any] = []
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(int(limit))
+    ) + ("" if limit is None else f" LIMIT {int(limit)}")
     names = [f.name for f in fields(ThreadSummary)]  # the columns selected, in order
-    return [ThreadSummary(**dict(zip(names, row, strict=True))) for row in tx.all(sql, params)]
+    return [ThreadSummary(**dict(zip(names, row, strict=True))) for row in tx.all(sql)]
 
 
 def transitions(tx: Tx, thread_id: str, ns: str, *, errors: bool) -> list[TransitionRow]:

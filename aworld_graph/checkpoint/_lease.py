@@ -22,16 +22,8 @@ from typing import Any
 from ..errors import ThreadBusy
 from ._db import Tx
 
-__all__ = [
-    "HOST",
-    "LEASE_COLUMNS",
-    "Admit",
-    "acquire",
-    "admit",
-    "lease_from",
-    "release",
-    "lock_for_retention",
-]
+__all__ = ["HOST", "LEASE_COLUMNS", "Admit", "acquire", "admit", "lease_from", "lock_for_retention"]
+__all__ += ["release"]
 
 HOST = socket.gethostname()
 
@@ -44,8 +36,8 @@ def _alive(host: str, pid: int | None) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # alive, another user's
+        pass
     return True
 
 

@@ -54,10 +54,8 @@ def lookup(tx: Tx, config: RunnableConfig) -> Row | None:
     conf = config["configurable"]
     key = (str(conf["thread_id"]), conf.get("checkpoint_ns", ""))
     if checkpoint_id := get_checkpoint_id(config):
-        row = tx.one(sql + " AND checkpoint_id = ?", (*key, checkpoint_id))
-    else:
-        row = tx.one(sql + " ORDER BY checkpoint_id DESC LIMIT 1", key)
-    return row  # type: ignore[return-value]
+        return tx.one(sql + " AND checkpoint_id = ?", (*key, checkpoint_id))  # type: ignore[return-value]
+    return tx.one(sql + " ORDER BY checkpoint_id DESC LIMIT 1", key)  # type: ignore[return-value]
 
 
 def list_keys(

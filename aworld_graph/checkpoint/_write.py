@@ -99,8 +99,8 @@ def prepare_put(
         parent_id=conf.get("checkpoint_id"),
         ts=checkpoint["ts"],
         step=step if isinstance(step, int) and not isinstance(step, bool) else None,
-        source=_text(merged.get("source")),
-        run_id=_text(merged.get("run_id")),
+        source=None if merged.get("source") is None else str(merged["source"]),
+        run_id=None if merged.get("run_id") is None else str(merged["run_id"]),
         skeleton=serde.dumps_typed(shape)[1],
         metadata_json=_metadata_json(merged),
         values=[
@@ -312,7 +312,3 @@ def _json_text(value: Any) -> str:
         return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
     except (TypeError, orjson.JSONEncodeError):
         return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
