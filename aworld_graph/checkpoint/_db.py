@@ -12,6 +12,7 @@ from __future__ import annotations
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from functools import lru_cache
@@ -70,6 +71,20 @@ class Tx:
         return orjson.loads(value) if isinstance(value, (str, bytes)) else value
 
 
+def _to_wal(conn: sqlite3.Connection) -> str:
+    """Switch the file to WAL (a no-op once it is). Connections opening a new file at once
+    may find it locked for a moment, which SQLite's busy handler does not cover: tried again
+    for up to the busy timeout."""
+    for _ in range(int(BUSY_TIMEOUT_S / 0.05)):
+        try:
+            return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+            time.sleep(0.05)
+    return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+
+
 class SqliteDatabase:
     """A SQLite file (created with its folders on first use)."""
 
@@ -87,7 +102,7 @@ class SqliteDatabase:
         conn = sqlite3.connect(
             str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        mode = _to_wal(conn)
         if str(mode).lower() != "wal":
             raise ConfigError(
                 f"cannot switch {self.path} to WAL journal mode (got {mode!r}); put the "
