@@ -149,6 +149,8 @@ def test_a_writer_killed_mid_run_leaves_every_commit_readable_and_the_thread_goe
         assert proc.stdout.readline().strip() == b"ready"
         proc.kill()  # SIGKILL, mid-write
         proc.wait(timeout=30)
+    if not target.startswith("postgresql://"):
+        assert execute(target, "PRAGMA integrity_check") == [("ok",)]
     with TrajectorySaver(target) as saver:
         history = list(saver.list({"configurable": {"thread_id": "victim"}}))
         assert len(history) >= 3 * 21
