@@ -11,6 +11,7 @@ from aworld_graph.checkpoint import TrajectorySaver
 
 from .conftest import ask, chat_graph
 
+
 async def test_many_asyncio_tasks_and_threads_share_one_saver(db_path: Path) -> None:
     async with TrajectorySaver(db_path) as saver:
         app = chat_graph(saver)
