@@ -8,7 +8,6 @@ one trace record, counters), which is exactly what the checkpointer keeps as a t
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from langgraph.graph import END
 
 from . import tracing
 from ._messages import (
-    NUDGE,
     assistant_message,
     last_assistant,
     public_messages,
@@ -30,11 +28,12 @@ from ._messages import (
     turn_input,
 )
 from ._resolve import resolve_model
+from ._tool_calls import run_call
 from .agent import Agent, tools_node_name
 from .errors import DefinitionError
 from .model import ChatModel
 from .state import Message, SwarmState
-from .tools import Tool, ToolOutcome, ToolProvider, ToolSpec, as_tools, truncate_for_model
+from .tools import Tool, ToolOutcome, ToolProvider, ToolSpec, as_tools
 
 __all__ = ["TOOL_CALL_TASK", "AgentRuntime", "GraphTool", "public_messages", "turn_input"]
 
@@ -341,101 +340,11 @@ class AgentRuntime:
         return {g.target for g in self.graph_tools.values() if g.kind == "handoff"}
 
     # -- the tools node -----------------------------------------------------------------------
-    def _previous_result(
-        self, messages: list[Message], name: str, arguments: str, exclude: set[str]
-    ) -> str | None:
-        """Result of an earlier identical, successful call (for the repeat guard)."""
-        wanted = _canonical(arguments)
-        results = {m.get("tool_call_id"): m for m in messages if m.get("role") == "tool"}
-        for message in messages:
-            for tc in message.get("tool_calls") or []:
-                fn = tc.get("function", {})
-                if (
-                    tc.get("id") in exclude
-                    or fn.get("name") != name
-                    or _canonical(fn.get("arguments", "")) != wanted
-                ):
-                    continue
-                result = results.get(tc.get("id"))
-                if result is not None and not result.get("_error"):
-                    return str(result.get("content", ""))
-        return None
-
     @tracing.tool_call
     async def _run_call(
         self, tc: dict[str, Any], messages: list[Message], exclude: set[str], config: RunnableConfig
     ) -> dict[str, Any]:
-        fn = tc.get("function", {})
-        name, raw_args = fn.get("name", ""), fn.get("arguments") or "{}"
-        base = {"tool_call_id": tc.get("id"), "name": name, "arguments": raw_args, "server": None}
-        graph_tool = self.graph_tools.get(name)
-        if graph_tool is None and self.model.profile.repeat_guard:
-            previous = self._previous_result(messages, name, raw_args, exclude)
-            if previous is not None:
-                content = (
-                    f"{previous}\n(You already called {name} with these arguments and this was "
-                    f"its result; do not call it again. {NUDGE})"
-                )
-                return {
-                    **base,
-                    "content": content,
-                    "result": previous,
-                    "is_error": False,
-                    "repeated": True,
-                    "duration_ms": 0.0,
-                }
-        try:
-            arguments = json.loads(raw_args) if raw_args.strip() else {}
-            if not isinstance(arguments, dict):
-                raise ValueError("arguments must be a JSON object")
-        except ValueError as exc:
-            content = (
-                f"The arguments for tool '{name}' are not valid JSON ({exc}); got {raw_args[:200]!r}. "
-                "Call the tool again with a JSON object matching its schema."
-            )
-            return {
-                **base,
-                "content": content,
-                "result": content,
-                "is_error": True,
-                "duration_ms": 0.0,
-            }
-        started = time.perf_counter()
-        if graph_tool is not None and graph_tool.kind == "handoff":
-            return {
-                **base,
-                "content": f"Transferred to {graph_tool.target}.",
-                "result": None,
-                "is_error": False,
-                "handoff": graph_tool.target,
-                "duration_ms": 0.0,
-            }
-        if graph_tool is not None and graph_tool.run is not None:
-            request = str(
-                arguments.get("request") or arguments.get("task") or json.dumps(arguments)
-            )
-            sub = await graph_tool.run(request, config, str(tc.get("id")))
-            answer = sub.get("answer") or sub.get("msg") or ""
-            return {
-                **base,
-                "content": truncate_for_model(str(answer)),
-                "result": answer,
-                "is_error": not sub.get("success", True),
-                "delegate": graph_tool.target,
-                "thread_id": sub.get("thread_id"),
-                "sub_trace": sub.get("trace", []),
-                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-            }
-        outcome = await self.call_tool(name, arguments)
-        duration = outcome.duration_ms or (time.perf_counter() - started) * 1000
-        return {
-            **base,
-            "server": outcome.server,
-            "content": truncate_for_model(outcome.content),
-            "result": outcome.result if outcome.result is not None else outcome.content,
-            "is_error": outcome.is_error,
-            "duration_ms": round(duration, 3),
-        }
+        return await run_call(self, tc, messages, exclude, config)
 
     @tracing.agent_step("tools")
     async def tools_node_fn(self, state: SwarmState, config: RunnableConfig) -> dict[str, Any]:
@@ -509,13 +418,6 @@ class AgentRuntime:
             update["active_agent"] = handoff
             _emit({"event": "handoff", "from": self.name, "to": handoff})
         return update
-
-
-def _canonical(arguments: str) -> str:
-    try:
-        return json.dumps(json.loads(arguments), sort_keys=True)
-    except ValueError:
-        return arguments.strip()
 
 
 @task(name=TOOL_CALL_TASK)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
-import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -20,13 +19,12 @@ from urllib.parse import urlsplit
 
 from langgraph.errors import GraphBubbleUp
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from . import _tracing_content as content
 from ._secrets import strip_secrets
-from .errors import ConfigError
+from ._tracing_env import global_provider, version
 
 __all__ = ["Tracing"]
 
@@ -66,81 +64,6 @@ _RUN: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
 @functools.cache
 def _signature(fn: Any) -> inspect.Signature:
     return inspect.signature(fn)
-
-
-@functools.cache
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("aworld-graph")
-    except PackageNotFoundError:
-        return "0"
-
-
-def provider_from_env() -> Any:
-    """An SDK ``TracerProvider`` built from the ``OTEL_*`` environment, or ``None`` when the
-    SDK is not installed or ``OTEL_SDK_DISABLED`` is true."""
-    try:
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    except ImportError:
-        return None
-    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return None
-    resource = Resource.create()
-    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({"service.name": "aworld-graph"}))
-    provider = TracerProvider(resource=resource)
-    for name in os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(","):
-        exporter = _exporter(name.strip().lower())
-        if exporter is not None:
-            provider.add_span_processor(BatchSpanProcessor(exporter))
-    return provider
-
-
-def _exporter(name: str) -> Any:
-    if name in ("none", ""):
-        return None
-    if name == "console":
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-
-        return ConsoleSpanExporter()
-    if name != "otlp":
-        raise ConfigError(
-            f"OTEL_TRACES_EXPORTER names {name!r}; aworld-graph sets up 'otlp', 'console' or "
-            "'none' (for another exporter, build a TracerProvider and pass it to "
-            "tracing.configure(tracer_provider=...))"
-        )
-    protocol = os.environ.get(
-        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
-    )
-    if protocol.strip() not in ("", "http/protobuf"):
-        raise ConfigError(
-            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: the otel extra ships the OTLP exporter "
-            "over HTTP (http/protobuf); unset the variable, or build a TracerProvider with "
-            "your exporter and pass it to tracing.configure(tracer_provider=...)"
-        )
-    try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    except ImportError:
-        raise ConfigError(
-            "tracing.configure(): the OTLP exporter is not installed; "
-            "pip install 'aworld-graph[otel]' (or set OTEL_TRACES_EXPORTER=console)"
-        ) from None
-    return OTLPSpanExporter()
-
-
-def _global_provider() -> Any:
-    current = trace.get_tracer_provider()
-    if not isinstance(current, trace.ProxyTracerProvider):
-        return current
-    provider = provider_from_env()
-    if provider is None:  # no SDK: the proxy stays a no-op until the app sets a provider
-        return current
-    trace.set_tracer_provider(provider)
-    return trace.get_tracer_provider()
 
 
 def _join(config: Any) -> dict[str, Any]:
@@ -237,8 +160,8 @@ class Tracing:
     """Spans for runs, agent steps, model and tool calls, and critics' verdicts."""
 
     def __init__(self, tracer_provider: Any, *, capture_content: bool) -> None:
-        self.provider = tracer_provider if tracer_provider is not None else _global_provider()
-        self.tracer = self.provider.get_tracer("aworld_graph", _version())
+        self.provider = tracer_provider if tracer_provider is not None else global_provider()
+        self.tracer = self.provider.get_tracer("aworld_graph", version())
         self.capture_content = capture_content
 
     # -- context across processes and sub-runs -----------------------------------------------
