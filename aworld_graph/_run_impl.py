@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command
+from langgraph.types import Command, StateSnapshot
 
 from . import tracing
 from ._agent_nodes import TOOL_CALL_TASK
@@ -34,6 +34,7 @@ __all__ = [
     "close_graph",
     "drive",
     "open_graph",
+    "pending_nodes",
     "respond",
     "resume_hint",
     "run_config",
@@ -41,6 +42,14 @@ __all__ = [
 ]
 
 EventSink = Callable[[dict[str, Any]], None]
+
+def pending_nodes(snapshot: StateSnapshot) -> list[str]:
+    """The nodes of the thread's next step: those still to run, and those whose results are
+    saved while the step's checkpoint is not (a process died in between). LangGraph's
+    ``snapshot.next`` leaves the second kind out, so it reads such a run as ended; running it
+    again applies the saved results and goes on."""
+    return [t.name for t in snapshot.tasks] or list(snapshot.next)
+
 
 _active: dict[int, int] = {}
 _built: weakref.WeakKeyDictionary[Any, BuiltGraph] = weakref.WeakKeyDictionary()
@@ -150,7 +159,7 @@ async def respond(
         step = int((snapshot.metadata or {}).get("step", 0))
         tasks = list(snapshot.tasks)
         pending = list(snapshot.interrupts)
-        next_nodes = list(snapshot.next)
+        next_nodes = pending_nodes(snapshot)
     failures = [
         {
             "node": t.name,
@@ -307,7 +316,7 @@ async def _drive(
             **kept,
             **{k: v for k, v in config["metadata"].items() if v is not None},
         }
-    fresh = snapshot is None or (not snapshot.values and not snapshot.next)
+    fresh = snapshot is None or (not snapshot.values and not pending_nodes(snapshot))
     payload: Any
     if resume is not None:
         payload = Command(resume=resume)
@@ -322,7 +331,7 @@ async def _drive(
             "steps": 0,
         }
     else:
-        if snapshot is not None and not snapshot.next:
+        if snapshot is not None and not pending_nodes(snapshot):
             return await respond(task, compiled, config, started=started), {}
         payload = None
     modes: list[str] = ["updates", "checkpoints"] + (

@@ -236,7 +236,7 @@ async def store_score(
     run's last step, written as an update of the node that ran last (like
     :meth:`Runners.reward`), so it is one more checkpoint of the thread.
     """
-    from ._run_impl import close_graph, open_graph, respond, run_config
+    from ._run_impl import close_graph, open_graph, pending_nodes, respond, run_config
     from .checkpoint import default_checkpointer
 
     saver = checkpointer if checkpointer is not None else default_checkpointer()
@@ -251,9 +251,9 @@ async def store_score(
             raise DefinitionError(
                 f"task {task.id}: the run has no step yet, so it cannot be scored"
             )
-        if snapshot.next:
+        if unfinished := pending_nodes(snapshot):
             raise DefinitionError(
-                f"task {task.id}: the run has not ended (next: {', '.join(snapshot.next)}); "
+                f"task {task.id}: the run has not ended (next: {', '.join(unfinished)}); "
                 "resume it to the end, then score it"
             )
         last = trace[-1]

@@ -297,3 +297,41 @@ async def test_task_config_max_steps_wins_over_the_swarm_and_must_be_positive(sa
     for bad in (0, -1):
         with pytest.raises(ConfigError, match=f"got {bad}; give the most node executions"):
             TaskConfig(max_steps=bad)
+
+
+class _Killed(BaseException):
+    """Stands for the process dying (not an error the run could record)."""
+
+
+async def test_a_run_killed_between_a_step_and_its_checkpoint_resumes_not_reads_back(
+    tmp_path: Any,
+) -> None:
+    """The tool node's writes are committed, the step's checkpoint is not (the process died in
+    between). LangGraph's snapshot then lists no ``next`` node, but the run has not ended:
+    running the task again finishes it, and it cannot be scored before that."""
+    from aworld_graph.checkpoint import TrajectorySaver
+    from aworld_graph.errors import DefinitionError
+    from aworld_graph.rewards import Score, store_score
+
+    class DiesBeforeStep2(TrajectorySaver):
+        def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+            if metadata.get("step") == 2:
+                raise _Killed
+            return super().put(config, checkpoint, metadata, new_versions)
+
+    def task() -> Task:
+        return Task(
+            input="record x",
+            id="t-between",
+            agent=_scripted(tool_call("record", {"value": "x"}), "done"),
+        )
+
+    with DiesBeforeStep2(tmp_path / "runs.db") as dying, pytest.raises(_Killed):
+        await Runners.run_task(task(), checkpointer=dying)
+    assert runs == ["x"]
+    with TrajectorySaver(tmp_path / "runs.db") as saver:
+        with pytest.raises(DefinitionError, match="has not ended"):
+            await store_score(task(), Score(score=1.0, status="pass"), checkpointer=saver)
+        response = (await Runners.run_task(task(), checkpointer=saver))["t-between"]
+        assert (response.status, response.answer) == ("finished", "done")
+        assert runs == ["x"]  # the tool's committed result is used, not run again

@@ -39,10 +39,11 @@ _PAGE = 200
 
 def _in_thread(method: Callable[..., T]) -> Callable[..., Any]:
     """The async twin of a sync method: the same code in a worker thread (so the event loop
-    never waits on the database)."""
+    never waits on the database); a subclass that overrides the sync method changes both."""
+    name = method.__name__
 
     async def run(self: Any, *args: Any, **kwargs: Any) -> T:
-        return await asyncio.to_thread(method, self, *args, **kwargs)
+        return await asyncio.to_thread(getattr(self, name), *args, **kwargs)
 
     run.__name__ = f"a{method.__name__}"
     run.__doc__ = f"Async :meth:`{method.__name__}` (in a worker thread)."

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 
+from .._run_impl import pending_nodes
 from .._secrets import strip_secrets
 
 __all__ = [
@@ -100,7 +101,7 @@ def snapshot_json(snapshot: Any, thread_id: str) -> dict[str, Any]:
     }
     return {
         "values": clean(snapshot.values or {}),
-        "next": list(snapshot.next or ()),
+        "next": pending_nodes(snapshot),
         "checkpoint": ref,
         "metadata": clean(snapshot.metadata or {}),
         "created_at": snapshot.created_at,
