@@ -60,7 +60,12 @@ def _resolve(tx: Tx, thread_id: str, ns: str, checkpoint_id: str, unpack: Unpack
     }
     chain: list[str] = []
     current: str | None = checkpoint_id
-    while current in rows and _is_delta(rows[current][1]) and current not in chain:
+    while (
+        current is not None
+        and current in rows
+        and _is_delta(rows[current][1])
+        and current not in chain
+    ):
         chain.append(current)
         current = rows[current][0]
     if current not in rows or _is_delta(rows[current][1]):

@@ -11,10 +11,10 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
+from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple, get_checkpoint_id
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..errors import AWorldGraphError, ConfigError, RuntimeFailure, UnsafeCheckpointValue
@@ -54,8 +54,8 @@ def lookup(tx: Tx, config: RunnableConfig) -> Row | None:
     conf = config["configurable"]
     key = (str(conf["thread_id"]), conf.get("checkpoint_ns", ""))
     if checkpoint_id := get_checkpoint_id(config):
-        return tx.one(sql + " AND checkpoint_id = ?", (*key, checkpoint_id))  # type: ignore[return-value]
-    return tx.one(sql + " ORDER BY checkpoint_id DESC LIMIT 1", key)  # type: ignore[return-value]
+        return tx.one(sql + " AND checkpoint_id = ?", (*key, checkpoint_id))
+    return tx.one(sql + " ORDER BY checkpoint_id DESC LIMIT 1", key)
 
 
 def list_keys(
@@ -101,7 +101,7 @@ def list_keys(
         params.append(before_id)
     where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
     tail = "" if limit is None else f" LIMIT {int(limit)}"
-    return tx.all(  # type: ignore[return-value]
+    return tx.all(
         f"SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints {where} "
         f"ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC{tail}",
         params,
@@ -122,7 +122,7 @@ def page_rows(tx: Tx, keys: list[tuple[str, str, str]]) -> list[Row]:
             f"AND checkpoint_id IN ({marks})",
             (thread_id, ns, *ids),
         ):
-            found[row[:3]] = row  # type: ignore[assignment]
+            found[row[:3]] = row
     return [found[key] for key in keys if key in found]
 
 
@@ -158,8 +158,8 @@ def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[Checkp
             (thread_id, ns, min(shapes), max(shapes)),
         ):
             if cid in writes:
-                typed = (type_, bytes(value or b""))
-                writes[cid].append((task, ch, _decode(serde, typed, thread_id, cid, ch)))
+                write = (type_, bytes(value or b""))
+                writes[cid].append((task, ch, _decode(serde, write, thread_id, cid, ch)))
         scalars: dict[tuple[str, str], Any] = {}  # immutable values: decoded once, shared
         for _, _, cid, parent_id, _, metadata in members:
             checkpoint: dict[str, Any] = {**shapes[cid], "id": cid, "channel_values": {}}
@@ -175,7 +175,7 @@ def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[Checkp
             done[(thread_id, ns, cid)] = CheckpointTuple(
                 config_of(thread_id, ns, cid),
                 checkpoint,  # type: ignore[arg-type]
-                tx.json(metadata) or {},
+                cast(CheckpointMetadata, tx.json(metadata) or {}),
                 config_of(thread_id, ns, parent_id) if parent_id else None,
                 writes[cid],
             )

@@ -30,7 +30,7 @@ def delete_runs(tx: Tx, unpack: Unpack, run_ids: Sequence[str]) -> None:
     for start in range(0, len(run_ids), 500):
         chunk = list(run_ids[start : start + 500])
         keys.extend(
-            tx.all(  # type: ignore[arg-type]
+            tx.all(
                 "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints "
                 f"WHERE run_id IN ({','.join('?' * len(chunk))})",
                 chunk,

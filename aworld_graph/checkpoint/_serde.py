@@ -35,6 +35,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Callable, Iterable
+from types import ModuleType
 from typing import Any
 
 import ormsgpack
@@ -110,7 +111,8 @@ class StrictSerializer(JsonPlusSerializer):
     @property
     def _allowed(self) -> set[tuple[str, ...]]:
         """The ``allowed_types`` as ``(module, name)`` pairs (LangGraph keeps them so)."""
-        return self._allowed_msgpack_modules or set()
+        allowed = self._allowed_msgpack_modules
+        return allowed if isinstance(allowed, set) else set()
 
     def with_msgpack_allowlist(
         self, extra_allowlist: Iterable[tuple[str, ...] | type]
@@ -234,7 +236,7 @@ class StrictSerializer(JsonPlusSerializer):
             )
         trusted = (module, name) in SAFE_MSGPACK_TYPES or (module, name) in self._allowed
         if trusted:  # LangGraph's own list or the application's explicit one: import it
-            found = sys.modules.get(module) or importlib.import_module(module)
+            found: ModuleType | None = sys.modules.get(module) or importlib.import_module(module)
         elif top in sys.stdlib_module_names:
             raise _Refused(
                 dotted,

@@ -43,6 +43,8 @@ def error_text(value: Any) -> str:
 
 def duration_ms(parent_ts: str | None, ts: str) -> float | None:
     """Milliseconds between two ISO timestamps, or ``None`` if either is unknown."""
+    if parent_ts is None:
+        return None
     try:
         delta = datetime.fromisoformat(ts) - datetime.fromisoformat(parent_ts)
     except (TypeError, ValueError):
@@ -89,12 +91,12 @@ def _usage(trace: list[Mapping[str, Any]], messages: list[Any]) -> dict[str, int
     else:
         found = [getattr(m, "usage_metadata", None) for m in messages]
         keys = ("input_tokens", "output_tokens", "total_tokens")
-    found = [u for u in found if isinstance(u, Mapping)]
-    if not found:
+    usages = [u for u in found if isinstance(u, Mapping)]
+    if not usages:
         return None
-    sums = [sum(_int(u.get(key)) for u in found) for key in keys]
+    sums = [sum(_int(u.get(key)) for u in usages) for key in keys]
     names = ("prompt_tokens", "completion_tokens", "total_tokens")
-    return {"calls": len(found), **dict(zip(names, sums, strict=True))}
+    return {"calls": len(usages), **dict(zip(names, sums, strict=True))}
 
 
 def _tool_names(trace: list[Mapping[str, Any]], messages: list[Any]) -> list[str]:

@@ -154,7 +154,7 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int, admit
     parent = rows[0][4:6] if rows[0][4] is not None else None
     lists = [ch for ch, _, value, _ in rec.values if isinstance(value, list)]
     before: dict[str, str] = {}  # list channels: their version at the parent
-    if parent is not None and lists:
+    if parent is not None and rec.parent_id is not None and lists:
         versions = skeleton(tx, unpack, *key, rec.parent_id, parent[1])["channel_versions"]
         before = {ch: str(versions[ch]) for ch in lists if ch in versions}
     bases = _bases(tx, key, list(before.items()))
@@ -240,7 +240,8 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack, admit: Admit) -> Non
     admit(tx, rec.thread_id, rows[0][:4])
     node = node_from_task_path(rec.task_path) or _pushed_node(tx, unpack, key, rec.task_path)
     now = datetime.now(UTC).isoformat()
-    regular, special = [], []
+    regular: list[tuple[Any, ...]] = []
+    special: list[tuple[Any, ...]] = []
     for idx, channel, type_, data, error in rec.rows:
         row = (*key, rec.task_id, idx, channel, type_, data, rec.task_path, node, error, now)
         (special if idx < 0 else regular).append(row)

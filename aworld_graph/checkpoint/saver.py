@@ -4,6 +4,7 @@ PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import builtins
 import random
 import threading
 import uuid
@@ -260,12 +261,12 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
                 page = to_tuples(tx, page_rows(tx, keys[start : start + _PAGE]), self.serde)
             yield from page
 
-    def threads(self, limit: int | None = None) -> list[ThreadSummary]:
+    def threads(self, limit: int | None = None) -> builtins.list[ThreadSummary]:
         """The threads in the store, most recently active first."""
         with self._reading() as tx:
             return thread_summaries(tx, limit)
 
-    def transitions(self, thread_id: str, checkpoint_ns: str = "") -> list[TransitionRow]:
+    def transitions(self, thread_id: str, checkpoint_ns: str = "") -> builtins.list[TransitionRow]:
         """A thread's rows of the ``trajectory`` view, oldest first: forks and failed
         steps included."""
         with self._reading() as tx:  # a store not migrated yet has no failed steps
