@@ -9,6 +9,7 @@ handler (other processes wait on the busy timeout). PostgreSQL: a psycopg 3 pool
 
 from __future__ import annotations
 
+import os
 import queue
 import sqlite3
 import threading
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import quote
 from typing import Any, Literal
 
 import orjson
@@ -97,7 +99,20 @@ class SqliteDatabase:
         self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._lock = threading.Lock()
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the file is there but cannot be written here (its mode, its folder, a
+        read-only mount or an immutable file): then it is opened for reading only."""
+        here = self.path.parent
+        return self.path.exists() and not (
+            os.access(self.path, os.W_OK) and os.access(here if str(here) else ".", os.W_OK)
+        )
+
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only:  # with no -wal beside it, nothing is being written: immutable
+            mode = "mode=ro" if Path(f"{self.path}-wal").exists() else "immutable=1"
+            uri = f"file:{quote(str(self.path.resolve()))}?{mode}"
+            return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
             str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
@@ -118,10 +133,21 @@ class SqliteDatabase:
 
     def write(self) -> AbstractContextManager[Tx]:
         """A write transaction, committed when the block ends, rolled back if it raises."""
+        self._writable()
         return self._session("BEGIN IMMEDIATE", self._lock)
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise ConfigError(
+                f"checkpoint database {self.path} is read-only here (the file or its folder "
+                "is not writable, or it is on a read-only mount or immutable): commands that "
+                "only read (threads, history, export) work on it; to run or change runs, copy "
+                "it somewhere writable or point AWORLD_GRAPH_DB / --db at another file"
+            )
 
     def autocommit(self) -> AbstractContextManager[Tx]:
         """A connection outside any transaction (``VACUUM``)."""
+        self._writable()
         return self._session(None, self._lock)
 
     @contextmanager
