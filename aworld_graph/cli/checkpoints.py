@@ -58,11 +58,12 @@ def history_command(thread: str, db: str | None, ns: str) -> None:
 
 def history_lines(rows: list[TransitionRow]) -> list[str]:
     """Text lines of the checkpoint tree (oldest first; later children are forks)."""
-    by_id = {r.checkpoint_id: r for r in rows}
+    # A failed step's row has no checkpoint: it is no node of the tree (its retry is not a fork).
+    by_id = {r.checkpoint_id: r for r in rows if r.checkpoint_id is not None}
     children: dict[str | None, list[str]] = {}
-    for r in rows:
+    for checkpoint_id, r in by_id.items():
         parent = r.parent_checkpoint_id if r.parent_checkpoint_id in by_id else None
-        children.setdefault(parent, []).append(r.checkpoint_id)
+        children.setdefault(parent, []).append(checkpoint_id)
     lines: list[str] = []
 
     def walk(checkpoint_id: str | None, indent: str) -> None:
