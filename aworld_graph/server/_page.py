@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shutil
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -16,6 +16,10 @@ from ..viz import load_run, render, run_path, view_of
 from ..viz._layout import layout_svg
 from ..viz.html import page_data
 from ._wire import ApiError, clean
+
+if TYPE_CHECKING:
+    from ._app import App
+    from ._assistants import Assistant
 
 __all__ = ["CSP", "PageRoutes"]
 
@@ -28,7 +32,7 @@ CSP = (
 
 
 class PageRoutes:
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
         self._svgs: dict[str, str] = {}
 
@@ -38,7 +42,7 @@ class PageRoutes:
         headers["Referrer-Policy"] = "no-referrer"
         return Response(html, media_type="text/html; charset=utf-8", headers=headers)
 
-    def _svg(self, assistant: Any) -> str:
+    def _svg(self, assistant: Assistant) -> str:
         if assistant.assistant_id not in self._svgs:
             if shutil.which("dot"):
                 text = render(assistant.source, "svg").decode()

@@ -9,14 +9,18 @@ leaves it going (unless it asked for ``on_disconnect="cancel"``), and it can be 
 from __future__ import annotations
 
 import asyncio
+import builtins
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ._runs import STREAM_MODES, Run
 from ._wire import ApiError, clean, input_text, sse
+
+if TYPE_CHECKING:
+    from ._app import App
 
 __all__ = ["RunRoutes"]
 
@@ -49,7 +53,7 @@ def _wanted(mode: str, modes: list[str]) -> str | None:
 class RunRoutes:
     """Handlers for ``/threads/{thread_id}/runs…`` and the thread-less ``/runs…``."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
         self.runs = app.runs
         self.threads = app.threads
@@ -206,7 +210,7 @@ class RunRoutes:
         limit = int(request.query_params.get("limit") or 10)
         return self.app.json(runs[offset : offset + limit])
 
-    async def past(self, thread_id: str) -> list[dict[str, Any]]:
+    async def past(self, thread_id: str) -> builtins.list[dict[str, Any]]:
         """Runs read back from the store (this process did not start them, or has forgotten
         them): a run's status follows from where the thread stands. The last run of a thread
         that stopped mid-run – its server was killed – is ``interrupted``; continue it with a
@@ -290,7 +294,9 @@ class RunRoutes:
             values["__error__"] = clean(run.error)
         return self.app.json(values, headers=headers)
 
-    def _sse(self, run: Run, modes: list[str], cancel_on_disconnect: bool, start: int) -> Response:
+    def _sse(
+        self, run: Run, modes: builtins.list[str], cancel_on_disconnect: bool, start: int
+    ) -> Response:
         async def events() -> AsyncIterator[bytes]:
             ended = False
             try:

@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 from .._run_impl import built
 from ..errors import AWorldGraphError
 from ..runner import Runners
@@ -24,7 +26,7 @@ __all__ = ["Threads"]
 _STORED_ONLY = ("source", "step", "parents", "writes", "run_id", "forked_from")
 
 
-def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+def _config(thread_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id

@@ -1,0 +1,36 @@
+"""What the route handlers (:mod:`._run_routes`, :mod:`._page`) use of the server app.
+
+:class:`~._http.ServerApp` has all of it; the handlers name this protocol rather than the app
+class, which imports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ._assistants import Assistants
+from ._runs import RunManager
+from ._threads import Threads
+
+__all__ = ["App"]
+
+
+class App(Protocol):
+    assistants: Assistants
+    saver: Any
+    runs: RunManager
+    threads: Threads
+
+    def json(
+        self, data: Any, status: int = 200, headers: Mapping[str, str] | None = None
+    ) -> Response:
+        """``data`` as a JSON response."""
+        ...
+
+    async def body(self, request: Request) -> dict[str, Any]:
+        """The request's JSON object."""
+        ...
