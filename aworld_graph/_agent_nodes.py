@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
@@ -420,7 +420,21 @@ class AgentRuntime:
         return update
 
 
-@task(name=TOOL_CALL_TASK)
+if TYPE_CHECKING:
+    from langgraph.func import _TaskFunction
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _named_task(name: str) -> Callable[[Callable[_P, Awaitable[_T]]], _TaskFunction[_P, _T]]:
+    """``langgraph.func.task(name=...)``, typed: LangGraph's overload for it binds its type
+    variables only in its result, so a type checker reads the decorated function as one that
+    takes and returns nothing."""
+    return task(name=name)
+
+
+@_named_task(TOOL_CALL_TASK)
 async def _tool_call(
     agent: AgentRuntime,
     tc: dict[str, Any],

@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, StateSnapshot
+from langgraph.types import Command, StateSnapshot, StreamMode
 
 from . import tracing
 from ._agent_nodes import TOOL_CALL_TASK
@@ -85,7 +85,9 @@ async def close_graph(graph: BuiltGraph) -> None:
 
 def run_config(task: Task, graph: BuiltGraph) -> RunnableConfig:
     """The LangGraph config of a task's run: its thread, limits and metadata."""
-    meta = {k: v for k, v in graph.info.items() if isinstance(v, (str, int, float, bool))}
+    meta: dict[str, Any] = {
+        k: v for k, v in graph.info.items() if isinstance(v, (str, int, float, bool))
+    }
     max_steps = int(task.conf.max_steps or graph.info.get("max_steps") or DEFAULT_MAX_STEPS)
     meta.update({"task_id": task.id, "task_name": task.name, "session_id": task.session_id})
     meta.update({k: v for k, v in task.metadata.items() if isinstance(v, (str, int, float, bool))})
@@ -112,7 +114,7 @@ async def _checkpoint_chain(
     if checkpointer is None or head is None:
         return {}
     by_id: dict[str, tuple[int, str | None]] = {}
-    thread = {
+    thread: RunnableConfig = {
         "configurable": {"thread_id": config["configurable"]["thread_id"], "checkpoint_ns": ""}
     }
     async for tup in checkpointer.alist(thread):
@@ -334,15 +336,19 @@ async def _drive(
         if snapshot is not None and not pending_nodes(snapshot):
             return await respond(task, compiled, config, started=started), {}
         payload = None
-    modes: list[str] = ["updates", "checkpoints"] + (
-        ["custom", "tasks"] if events is not None else []
-    )
+    modes: list[StreamMode] = ["updates", "checkpoints"]
+    if events is not None:
+        modes += ["custom", "tasks"]
     updates: dict[str, Any] = {}
     error: str | None = None
     chain: dict[int, str] = {}
     last: dict[str, Any] = {}
 
     async def loop() -> None:
+        # Given a list of stream modes, astream yields (mode, chunk) pairs; LangGraph's
+        # annotation types each item as a chunk alone.
+        mode: str
+        chunk: Any
         async for mode, chunk in compiled.astream(
             payload,
             config,

@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ._batch import run_tasks, saver_or_default
@@ -244,17 +245,24 @@ class Runners:
                 await _free_thread(saver, task_id, new_task_id, replace)
                 await saver.acopy_thread(task_id, new_task_id)
                 thread = new_task_id
-            config: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+            config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
             if checkpoint_id is not None:
                 config["configurable"]["checkpoint_id"] = checkpoint_id
-            snapshot = await compiled.aget_state(config)  # type: ignore[arg-type]
+            snapshot = await compiled.aget_state(config)
             if not snapshot.values and snapshot.config is None:
                 raise DefinitionError(
                     f"no checkpoint {checkpoint_id or '(latest)'} in thread {task_id!r}"
                 )
-            carried = {k: v for k, v in (snapshot.metadata or {}).items() if k not in ("source", "step", "parents", "writes")}
-            fork_config = {**snapshot.config, "metadata": {**carried, "forked_from": f"{task_id}@{checkpoint_id or 'latest'}"}}
-            await compiled.aupdate_state(fork_config, dict(values or {}), as_node=None)  # type: ignore[arg-type]
+            carried = {
+                k: v
+                for k, v in (snapshot.metadata or {}).items()
+                if k not in ("source", "step", "parents", "writes")
+            }
+            fork_config: RunnableConfig = {
+                **snapshot.config,
+                "metadata": {**carried, "forked_from": f"{task_id}@{checkpoint_id or 'latest'}"},
+            }
+            await compiled.aupdate_state(fork_config, dict(values or {}), as_node=None)
             return thread
         finally:
             await close_graph(graph)

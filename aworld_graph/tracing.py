@@ -29,7 +29,7 @@ import contextvars
 import functools
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     from ._tracing_otel import Tracing
@@ -142,7 +142,7 @@ def traced_run(fn: F) -> F:
             return await fn(*args, **kwargs)
         return await _tracing.run(fn, args, kwargs)
 
-    return run  # type: ignore[return-value]
+    return cast(F, run)  # a wrapper with fn's parameters and result
 
 
 def checkpoint_saved(chunk: dict[str, Any]) -> None:
@@ -163,7 +163,7 @@ def agent_step(kind: str) -> Callable[[F], F]:
                 return await fn(self, state, config)
             return await _tracing.agent_step(kind, fn, self, state, config)
 
-        return node  # type: ignore[return-value]
+        return cast(F, node)  # a wrapper with fn's parameters and result
 
     return decorate
 
@@ -178,7 +178,7 @@ def tool_call(fn: F) -> F:
             return await fn(self, tc, messages, exclude, config)
         return await _tracing.tool_call(fn, self, tc, messages, exclude, config)
 
-    return call  # type: ignore[return-value]
+    return cast(F, call)  # a wrapper with fn's parameters and result
 
 
 def critic_step(fn: F) -> F:
@@ -191,7 +191,7 @@ def critic_step(fn: F) -> F:
             return await fn(self, state, config)
         return await _tracing.critic_step(fn, self, state, config)
 
-    return node  # type: ignore[return-value]
+    return cast(F, node)  # a wrapper with fn's parameters and result
 
 
 async def model_call(

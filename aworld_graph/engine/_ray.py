@@ -50,7 +50,11 @@ def _store(saver: BaseCheckpointSaver[Any]) -> dict[str, Any]:
             "lives in this process; pass checkpointer=TrajectorySaver('postgresql://…') (or a "
             "SQLite file on a one-machine cluster)"
         )
-    target = saver.url or str(saver.path.resolve())  # type: ignore[union-attr]
+    if saver.url:
+        target = saver.url
+    else:
+        assert saver.path is not None, "a TrajectorySaver without a URL has a file"
+        target = str(saver.path.resolve())
     # the driver creates (or checks) the store's tables before workers open it, so that they
     # do not all create them at once on a fresh database
     saver.get_tuple({"configurable": {"thread_id": "aworld-graph-engine", "checkpoint_ns": ""}})

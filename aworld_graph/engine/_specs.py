@@ -176,7 +176,8 @@ def task_spec(task: Task, source: dict[str, Any] | None = None) -> dict[str, Any
         "new": task._new_thread,
     }
     try:
-        return json.loads(json.dumps(spec))
+        plain: dict[str, Any] = json.loads(json.dumps(spec))
+        return plain
     except (TypeError, ValueError) as exc:
         raise DefinitionError(
             f"task {task.id}: its conf.ext or metadata is not plain JSON data ({exc}), so it "

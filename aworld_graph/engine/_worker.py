@@ -12,7 +12,12 @@ import os
 import socket
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
+    from ..checkpoint import TrajectorySaver
 
 __all__ = ["Worker"]
 
@@ -24,10 +29,10 @@ class Worker:
         for entry in reversed(sys_path):  # the driver's project directory, when it is here too
             if entry not in sys.path and os.path.isdir(entry):
                 sys.path.insert(0, entry)
-        self.savers: dict[str, Any] = {}
+        self.savers: dict[str, TrajectorySaver] = {}
         """One saver (one connection pool) per store this worker has written to."""
 
-    def _saver(self, store: dict[str, Any]) -> Any:
+    def _saver(self, store: dict[str, Any]) -> TrajectorySaver:
         from ..checkpoint import TrajectorySaver
 
         key = f"{store['target']}|{store['durability']}"
@@ -64,11 +69,11 @@ class Worker:
         except AWorldGraphError as exc:
             return {**summary, "status": "rejected", "error": str(exc)}
         except Exception as exc:  # importing the task's module failed
-            error = "".join(traceback.format_exception_only(exc)).strip()
+            error: str | None = "".join(traceback.format_exception_only(exc)).strip()
             return {**summary, "status": "rejected", "error": error}
         if spec.get("retry"):
-            config = {"configurable": {"thread_id": task.id, "checkpoint_ns": ""}}
-            latest = await saver.aget_tuple(config)  # type: ignore[arg-type]
+            config: RunnableConfig = {"configurable": {"thread_id": task.id, "checkpoint_ns": ""}}
+            latest = await saver.aget_tuple(config)
             summary["resumed_from"] = (
                 latest.config["configurable"]["checkpoint_id"] if latest else None
             )

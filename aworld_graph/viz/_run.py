@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._view import END, START, View
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 __all__ = ["load_run", "run_path"]
 
@@ -233,12 +236,12 @@ async def load_run(target: Any, thread_id: str, checkpointer: Any) -> Any:
     graph = open_graph(task)
     try:
         compiled = graph.compile(checkpointer)
-        config = {"configurable": {"thread_id": thread_id}}
-        snapshot = await compiled.aget_state(config)  # type: ignore[arg-type]
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        snapshot = await compiled.aget_state(config)
         if not snapshot.values:
             raise DefinitionError(
                 f"no run with thread id {thread_id!r} in this database; check --run and --db"
             )
-        return await respond(task, compiled, config, started=time.perf_counter())  # type: ignore[arg-type]
+        return await respond(task, compiled, config, started=time.perf_counter())
     finally:
         await close_graph(graph)
