@@ -195,6 +195,7 @@ class Critic:
 
 
 def _parse_verdict(verdict: Any, name: str) -> tuple[float, str]:
+    score: Any  # whatever the scorer gave: float() below rejects what is not a number
     if isinstance(verdict, dict):
         score, feedback = verdict.get("score"), verdict.get("feedback", "")
     elif isinstance(verdict, tuple):
@@ -202,7 +203,7 @@ def _parse_verdict(verdict: Any, name: str) -> tuple[float, str]:
     else:
         score, feedback = verdict, ""
     try:
-        value = float(score)  # type: ignore[arg-type]
+        value = float(score)
     except (TypeError, ValueError):
         raise DefinitionError(
             f"critic {name!r}: scorer returned {verdict!r}; return a number in [0, 1] or (score, feedback)"

@@ -206,6 +206,7 @@ def score_response(
 
 def episode_reward(rewards: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """The latest episode-level reward item among a run's rewards, if any."""
+    item: dict[str, Any]  # reversed() of a Sequence whose items hold Any reads as Any to mypy
     for item in reversed(rewards):
         if item.get("level") == "episode":
             return item

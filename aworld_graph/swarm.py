@@ -351,9 +351,11 @@ class Swarm:
                 self.edges.append(Edge(source=a, target=b, kind="handoff"))
 
     # -- validation ---------------------------------------------------------------------------
-    def to_networkx(self) -> nx.DiGraph:
+    def to_networkx(self) -> nx.DiGraph[str]:
         """The topology as a ``networkx.DiGraph``: node attributes ``kind``/``card``, edge ``kind``/``label``."""
-        graph = nx.DiGraph(name=self.name, build_type=self.build_type.value, root=self.root)
+        graph: nx.DiGraph[str] = nx.DiGraph(
+            name=self.name, build_type=self.build_type.value, root=self.root
+        )
         for name, node in self.nodes.items():
             card = node.card() if hasattr(node, "card") else {"kind": "swarm", "name": name}
             graph.add_node(
@@ -427,33 +429,33 @@ def _flatten(items: Any) -> list[Any]:
     return out
 
 
-def _typed(build_type: GraphBuildType) -> Callable[..., Swarm]:
+def _typed(build_type: GraphBuildType) -> Callable[..., None]:
     def init(self: Swarm, *nodes: NodeDef, **kwargs: Any) -> None:
         kwargs.pop("build_type", None)
         Swarm.__init__(self, *nodes, build_type=build_type, **kwargs)
 
-    return init  # type: ignore[return-value]
+    return init
 
 
 class WorkflowSwarm(Swarm):
     """A ``Swarm`` with ``build_type=WORKFLOW``."""
 
-    __init__ = _typed(GraphBuildType.WORKFLOW)  # type: ignore[assignment]
+    __init__ = _typed(GraphBuildType.WORKFLOW)
 
 
 class HandoffSwarm(Swarm):
     """A ``Swarm`` with ``build_type=HANDOFF``."""
 
-    __init__ = _typed(GraphBuildType.HANDOFF)  # type: ignore[assignment]
+    __init__ = _typed(GraphBuildType.HANDOFF)
 
 
 class TeamSwarm(Swarm):
     """A ``Swarm`` with ``build_type=TEAM``."""
 
-    __init__ = _typed(GraphBuildType.TEAM)  # type: ignore[assignment]
+    __init__ = _typed(GraphBuildType.TEAM)
 
 
 class HybridSwarm(Swarm):
     """A ``Swarm`` with ``build_type=HYBRID``."""
 
-    __init__ = _typed(GraphBuildType.HYBRID)  # type: ignore[assignment]
+    __init__ = _typed(GraphBuildType.HYBRID)

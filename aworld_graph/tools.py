@@ -229,7 +229,7 @@ def _args_model(func: Callable[..., Any]) -> type[pydantic.BaseModel]:
         annotation = hints.get(pname, Any)
         default = ... if param.default is param.empty else param.default
         fields[pname] = (annotation, default)
-    return pydantic.create_model(f"{func.__name__}_args", **fields)  # type: ignore[call-overload]
+    return pydantic.create_model(f"{func.__name__}_args", **fields)
 
 
 def as_tools(items: Sequence[Tool | Callable[..., Any]]) -> list[Tool]:

@@ -65,7 +65,7 @@ def _guarded_output() -> Iterator[None]:
     root = logging.getLogger()
     handler = _OneLine(logging.WARNING)
     root.addHandler(handler)
-    sys.stdout, sys.stderr = _Scrubbed(out), _Scrubbed(err)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = _Scrubbed(out), _Scrubbed(err)
     try:
         yield
     finally:
@@ -82,7 +82,9 @@ class _Group(click.Group):
             raise click.ClickException(scrub_text(str(exc))) from None
         except (OSError, ValueError) as exc:
             if isinstance(exc, click.ClickException):
-                exc.message = scrub_text(exc.message)
+                # click declares message Final, yet only reads it when the error is shown;
+                # scrubbing it in place keeps the exception's class and exit code.
+                exc.message = scrub_text(exc.message)  # type: ignore[misc]
                 raise
             raise click.ClickException(scrub_text(f"{type(exc).__name__}: {exc}")) from None
         except KeyboardInterrupt:

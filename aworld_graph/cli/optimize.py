@@ -8,7 +8,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -156,7 +156,7 @@ def optimize_command(
     seed: int,
     run_id: str | None,
     as_json: bool,
-    engine: str,
+    engine: Literal["local", "ray"],  # click.Choice
     workers: int,
 ) -> None:
     """Optimize WORKFLOW on a task set: rewrite prompts, mine demonstrations, edit the topology;

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -17,6 +17,7 @@ from ._app import db_option, main
 from ._store import open_store, store_target
 
 if TYPE_CHECKING:
+    from ..config import RunConfig
     from ..graph import GraphSource
     from ..task import TaskResponse
 
@@ -83,12 +84,12 @@ def engine_options(f: Any) -> Any:
     )(f)
 
 
-def run_conf_of(engine: str, workers: int, concurrency: int) -> Any:
+def run_conf_of(engine: Literal["local", "ray"], workers: int, concurrency: int) -> RunConfig:
     """The :class:`~aworld_graph.config.RunConfig` of ``--engine`` / ``--workers``."""
     from ..config import RunConfig
 
     return RunConfig(
-        engine_name=engine,  # type: ignore[arg-type]
+        engine_name=engine,
         worker_num=workers,
         max_concurrency=concurrency,
         address=os.environ.get("RAY_ADDRESS") or None,
@@ -247,7 +248,7 @@ def run(
     stream: bool,
     as_json: bool,
     concurrency: int,
-    engine: str,
+    engine: Literal["local", "ray"],  # click.Choice
     workers: int,
     db: str | None,
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -78,11 +79,11 @@ def validate(paths: tuple[str, ...]) -> None:
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write to FILE."
 )
-def schema(kind: str, output: str | None) -> None:
+def schema(kind: Literal["workflow", "node"], output: str | None) -> None:  # click.Choice
     """Print the JSON Schema of workflow files or of node cards (for editors and CI)."""
     from ..spec.schema import schema_text
 
-    text = schema_text(kind)  # type: ignore[arg-type]
+    text = schema_text(kind)
     if output:
         Path(output).write_text(text, encoding="utf-8")
         click.echo(f"wrote {output}", err=True)

@@ -178,7 +178,9 @@ class McpConfig(BaseModel):
         :func:`~aworld_graph._secrets.register_secret`, so every text the project stores,
         prints or exports has them replaced."""
         for server in self.servers.values():
-            pairs = server.env.items() if isinstance(server, StdioServerConfig) else ()
+            pairs: list[tuple[str, str]] = (
+                [*server.env.items()] if isinstance(server, StdioServerConfig) else []
+            )
             if isinstance(server, HttpServerConfig):
                 pairs = [*server.headers.items()]
                 parts = urlsplit(server.url)

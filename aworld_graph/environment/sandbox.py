@@ -22,7 +22,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -253,7 +253,7 @@ class McpServers:
         tool: str,
         label: str,
         limit: float,
-        failed: Any,
+        failed: Callable[[str, str], ToolOutcome],
     ) -> ToolOutcome:
         server = connection.name
         if exc.code == mcp_types.REQUEST_TIMEOUT:

@@ -19,7 +19,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ..examples import calculator
 from ..state import SwarmState
@@ -146,7 +146,7 @@ def import_ref(ref: str, builtins: dict[str, Any], what: str, *, execute: bool =
     return obj
 
 
-def _fail(message: str, fix: str) -> Any:
+def _fail(message: str, fix: str) -> NoReturn:
     raise ImportProblem(message, fix)
 
 

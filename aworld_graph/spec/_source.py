@@ -185,8 +185,9 @@ def read_source(path: Path, display: str | None = None) -> Source:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        if getattr(exc, "context", None):
-            problem = f"{exc.context} ({problem})"  # type: ignore[attr-defined]
+        context = getattr(exc, "context", None)
+        if context:
+            problem = f"{context} ({problem})"
         source.problems.append(
             Problem(
                 file=source.display,

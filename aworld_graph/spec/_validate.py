@@ -10,6 +10,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 
 from ._problems import Problem, did_you_mean
 from ._source import Path_, Source
@@ -48,7 +49,7 @@ def check(root: Any, data: Any, source: Source, prefix: Path_ = ()) -> tuple[Any
         return adapter.validate_python(data), []
     except pydantic.ValidationError as exc:
         errors = exc.errors(include_url=False)
-    grouped: dict[Path_, list[dict[str, Any]]] = {}
+    grouped: dict[Path_, list[ErrorDetails]] = {}
     for err in errors:
         grouped.setdefault(_data_path(data, err), []).append(err)
     problems = []
@@ -57,7 +58,7 @@ def check(root: Any, data: Any, source: Source, prefix: Path_ = ()) -> tuple[Any
     return None, problems
 
 
-def _data_path(data: Any, err: dict[str, Any]) -> Path_:
+def _data_path(data: Any, err: ErrorDetails) -> Path_:
     """The error's location in the data, without union tags and member names."""
     loc = list(err["loc"])
     path: list[Any] = []
@@ -75,7 +76,7 @@ def _data_path(data: Any, err: dict[str, Any]) -> Path_:
 
 
 def _explain(
-    path: Path_, errs: list[dict[str, Any]], root: Any, data: Any, source: Source, prefix: Path_
+    path: Path_, errs: list[ErrorDetails], root: Any, data: Any, source: Source, prefix: Path_
 ) -> Problem:
     err = errs[0]
     kind = err["type"]
@@ -187,7 +188,8 @@ def _explain(
 
 def _show(value: Any) -> str:
     text = repr(value) if not isinstance(value, dict | list) else type(value).__name__
-    kind = {dict: "a mapping", list: "a list"}.get(type(value))
+    kinds: dict[type[Any], str] = {dict: "a mapping", list: "a list"}
+    kind = kinds.get(type(value))
     return kind or (text if len(text) < 60 else text[:57] + "...")
 
 

@@ -52,6 +52,6 @@ def write_schemas(directory: str | Path = SCHEMA_DIR) -> list[Path]:
     written = []
     for kind in ("workflow", "node"):
         path = directory / f"{kind}.schema.json"
-        path.write_text(schema_text(kind), encoding="utf-8")  # type: ignore[arg-type]
+        path.write_text(schema_text(kind), encoding="utf-8")
         written.append(path)
     return written

@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-def to_networkx(swarm: Any) -> nx.DiGraph:
+def to_networkx(swarm: Any) -> nx.DiGraph[str]:
     """The topology as a ``networkx.DiGraph`` (see :meth:`aworld_graph.swarm.Swarm.to_networkx`);
     a lone ``Agent`` becomes a one-node graph."""
     return as_swarm(swarm).to_networkx()

@@ -78,13 +78,13 @@ class _Layout:
                 self.boxes[ident] = _Box(
                     x=w / 2, y=(h - _TITLE) / 2, w=w + 2 * _PAD, h=h + 2 * _PAD + _TITLE
                 )
-        graph = nx.DiGraph()
+        graph: nx.DiGraph[str] = nx.DiGraph()
         graph.add_nodes_from(sorted(items))
         for e in self.view.edges:
             u, v = self.item_at(e.source, level), self.item_at(e.target, level)
             if u is not None and v is not None and u != v and e.kind not in _BACK:
                 graph.add_edge(u, v)
-        dag = nx.DiGraph()
+        dag: nx.DiGraph[str] = nx.DiGraph()
         dag.add_nodes_from(graph.nodes)
         for u, v in sorted(graph.edges):
             dag.add_edge(u, v)

@@ -9,6 +9,7 @@ disambiguated in sorted order, and safe in Mermaid, DOT, SVG and HTML.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,7 +90,12 @@ class View:
         items = [(n.id, n.name, n.cluster) for n in self.nodes if n.kind not in ("start", "end")]
         items += [(c.id, c.name, c.cluster) for c in self.clusters]
         inside = self._inside(within) if within else set()
-        for scope in (lambda c: c in inside, lambda c: c is None, lambda c: True):
+        scopes: tuple[Callable[[str | None], bool], ...] = (
+            lambda c: c in inside,
+            lambda c: c is None,
+            lambda c: True,
+        )
+        for scope in scopes:
             hit = sorted(i for i, n, c in items if n == name and scope(c))
             if hit:
                 return hit[0]
@@ -160,11 +166,13 @@ class _Builder:
             ids[name] = self.new_id("n_", path + _slug(name))
             if isinstance(node, Swarm):
                 inner[name] = node
-        versions = swarm.info.get("cards") if isinstance(swarm.info.get("cards"), dict) else {}
+        cards = swarm.info.get("cards")
+        versions: dict[str, Any] = cards if isinstance(cards, dict) else {}
         for name in sorted(swarm.nodes):
             node = swarm.nodes[name]
             card = dict(node.card())
-            lineage = versions.get(name) if isinstance(versions.get(name), dict) else {}
+            found = versions.get(name)
+            lineage: dict[str, Any] = found if isinstance(found, dict) else {}
             card.update({k: v for k, v in lineage.items() if v is not None and k not in card})
             if name in inner:
                 sub = self.add(inner[name], ids[name], ids[name][2:] + "__")

@@ -62,7 +62,7 @@ def page_data(view: View, response: Any = None) -> dict[str, Any]:
         {"id": f"e{i}", "source": e.source, "target": e.target, "kind": e.kind, "label": e.label}
         for i, e in enumerate(view.edges)
     ]
-    return _json_safe(
+    data: dict[str, Any] = _json_safe(  # a dict comes back as a dict
         {
             "name": view.name,
             "build_type": view.build_type,
@@ -72,6 +72,7 @@ def page_data(view: View, response: Any = None) -> dict[str, Any]:
             "run": run_path(response, view) if response is not None else None,
         }
     )
+    return data
 
 
 def _svg(view: View, swarm: Any, tools: bool, use_dot: bool | None) -> str:
