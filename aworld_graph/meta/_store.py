@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlite_utils
+from sqlite_utils.db import Table
 
 from .candidates import Candidate
 from .evaluate import Evaluation
@@ -56,6 +57,78 @@ class Step:
     """The optimizer agent's ``llm_calls``, ``tokens`` and ``seconds`` in this iteration."""
 
 
+_TABLES: dict[str, tuple[dict[str, type], str | tuple[str, ...]]] = {
+    "meta_runs": (
+        {
+            "id": str,
+            "workflow": str,
+            "tasks": str,
+            "settings": str,
+            "origins": str,
+            "status": str,
+            "best": str,
+            "stop_reason": str,
+            "created_at": str,
+            "updated_at": str,
+        },
+        "id",
+    ),
+    "meta_candidates": (
+        {
+            "run_id": str,
+            "id": str,
+            "parent": str,
+            "operator": str,
+            "target": str,
+            "change": str,
+            "key": str,
+            "iteration": int,
+            "status": str,
+            "spec": str,
+            "cost": str,
+            "created_at": str,
+            "updated_at": str,
+        },
+        ("run_id", "id"),
+    ),
+    "meta_evals": (
+        {
+            "run_id": str,
+            "candidate": str,
+            "split": str,
+            "mean": float,
+            "ci_low": float,
+            "ci_high": float,
+            "n": int,
+            "llm_calls": int,
+            "tokens": int,
+            "seconds": float,
+            "data": str,
+            "created_at": str,
+        },
+        ("run_id", "candidate", "split"),
+    ),
+    "meta_steps": (
+        {
+            "run_id": str,
+            "iteration": int,
+            "operator": str,
+            "parent": str,
+            "candidate": str,
+            "target": str,
+            "outcome": str,
+            "note": str,
+            "llm_calls": int,
+            "tokens": int,
+            "seconds": float,
+            "created_at": str,
+        },
+        ("run_id", "iteration"),
+    ),
+}
+"""Each table: its columns and primary key."""
+
+
 class MetaStore:
     """Read and write the optimizer tables of one database file."""
 
@@ -70,79 +143,14 @@ class MetaStore:
     def close(self) -> None:
         self.db.conn.close()
 
+    def _table(self, name: str) -> Table:
+        return self.db.table(name)
+
     def _ensure(self) -> None:
         tables = set(self.db.table_names())
-        if "meta_runs" not in tables:
-            self.db["meta_runs"].create(
-                {
-                    "id": str,
-                    "workflow": str,
-                    "tasks": str,
-                    "settings": str,
-                    "origins": str,
-                    "status": str,
-                    "best": str,
-                    "stop_reason": str,
-                    "created_at": str,
-                    "updated_at": str,
-                },
-                pk="id",
-            )
-        if "meta_candidates" not in tables:
-            self.db["meta_candidates"].create(
-                {
-                    "run_id": str,
-                    "id": str,
-                    "parent": str,
-                    "operator": str,
-                    "target": str,
-                    "change": str,
-                    "key": str,
-                    "iteration": int,
-                    "status": str,
-                    "spec": str,
-                    "cost": str,
-                    "created_at": str,
-                    "updated_at": str,
-                },
-                pk=("run_id", "id"),
-            )
-        if "meta_evals" not in tables:
-            self.db["meta_evals"].create(
-                {
-                    "run_id": str,
-                    "candidate": str,
-                    "split": str,
-                    "mean": float,
-                    "ci_low": float,
-                    "ci_high": float,
-                    "n": int,
-                    "llm_calls": int,
-                    "tokens": int,
-                    "seconds": float,
-                    "data": str,
-                    "created_at": str,
-                },
-                pk=("run_id", "candidate", "split"),
-            )
-        if "meta_steps" not in tables:
-            self.db["meta_steps"].create(
-                {
-                    "run_id": str,
-                    "iteration": int,
-                    "operator": str,
-                    "parent": str,
-                    "candidate": str,
-                    "target": str,
-                    "outcome": str,
-                    "note": str,
-                    "llm_calls": int,
-                    "tokens": int,
-                    "seconds": float,
-                    "created_at": str,
-                },
-                pk=("run_id", "iteration"),
-            )
+        for name, (columns, pk) in _TABLES.items():
+            if name not in tables:
+                self._table(name).create(columns, pk=pk)
 
     # -- runs -------------------------------------------------------------------------------
     def run(self, run_id: str) -> dict[str, Any] | None:
@@ -161,13 +169,13 @@ class MetaStore:
         if self.run(run_id) is None:
             row.setdefault("created_at", row["updated_at"])
             row.setdefault("status", "running")
-            self.db["meta_runs"].insert(row)
+            self._table("meta_runs").insert(row)
         else:
-            self.db["meta_runs"].update(run_id, row)
+            self._table("meta_runs").update(run_id, row)
 
     # -- candidates -------------------------------------------------------------------------
     def save_candidate(self, run_id: str, c: Candidate) -> None:
-        self.db["meta_candidates"].upsert(
+        self._table("meta_candidates").upsert(
             {
                 "run_id": run_id,
                 "id": c.id,
@@ -219,7 +227,7 @@ class MetaStore:
 
     # -- evaluations ------------------------------------------------------------------------
     def save_eval(self, run_id: str, ev: Evaluation) -> None:
-        self.db["meta_evals"].upsert(
+        self._table("meta_evals").upsert(
             {
                 "run_id": run_id,
                 "candidate": ev.candidate,
@@ -239,7 +247,7 @@ class MetaStore:
 
     # -- steps ------------------------------------------------------------------------------
     def save_step(self, run_id: str, s: Step) -> None:
-        self.db["meta_steps"].upsert(
+        self._table("meta_steps").upsert(
             {
                 "run_id": run_id,
                 "iteration": s.iteration,

@@ -198,8 +198,9 @@ def materialize(
         swarm = load_workflow(path, model=model, models=models)
     if pool:
         for node in swarm.nodes.values():
-            name = node.conf.llm_model_name if isinstance(node, Agent) and node.conf else None
-            if name in pool:
-                node.model = pool[name]
+            if isinstance(node, Agent) and node.conf:
+                name = node.conf.llm_model_name
+                if name is not None and name in pool:
+                    node.model = pool[name]
     swarm.info = {**swarm.info, **dict(info or {})}
     return swarm

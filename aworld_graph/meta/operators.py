@@ -22,7 +22,7 @@ import html
 import random
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -297,28 +297,20 @@ class RewritePrompt:
             "seconds": response.time_cost,
         }
         prompt = _extract_prompt(response.answer)
-        base = {"operator": self.name, "target": target, "cost": cost}
+        made = Proposal(spec=None, operator=self.name, target=target, cost=cost)
         if not prompt or len(prompt) > self.max_chars:
-            return Proposal(
-                spec=None,
-                note=f"the optimizer agent gave no usable prompt ({len(prompt)} chars)",
-                **base,
-            )
+            note = f"the optimizer agent gave no usable prompt ({len(prompt)} chars)"
+            return replace(made, note=note)
         if prompt == current or prompt in tried:
-            return Proposal(
-                spec=None, note="the optimizer agent repeated a prompt already tried", **base
-            )
+            return replace(made, note="the optimizer agent repeated a prompt already tried")
         spec = copy.deepcopy(ctx.parent.spec)
         new_node = node_of(spec, target)
         assert new_node is not None
         new_node["system_prompt"] = prompt
         bump_card(new_node, ctx.version(target), self.name)
         key = f"{self.name}:{target}:{hashlib.sha1(prompt.encode()).hexdigest()[:8]}"
-        return Proposal(
-            spec=spec,
-            change=f"{target}: new system prompt ({_short(prompt, 80)!r})",
-            key=key,
-            **base,
+        return replace(
+            made, spec=spec, change=f"{target}: new system prompt ({_short(prompt, 80)!r})", key=key
         )
 
 

@@ -302,8 +302,8 @@ def reasoning_gym_tasks(
 ) -> TaskSet:
     """A task set from a ``reasoning-gym`` generator (``pip install reasoning-gym``), scored by
     the generator's own ``score_answer``; nothing is downloaded."""
-    try:
-        import reasoning_gym
+    try:  # an optional dependency without type information: its objects are Any here
+        reasoning_gym = importlib.import_module("reasoning_gym")
     except ImportError:
         raise ConfigError(
             "reasoning-gym is not installed; pip install reasoning-gym, or use a JSONL task set"
