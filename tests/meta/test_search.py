@@ -116,10 +116,7 @@ async def test_a_killed_optimization_resumes_where_it_stopped(
     assert resumed.best.id == reference.best.id
     assert resumed.best.score("test") == reference.best.score("test")
     redone = after - 1 + len(second.calls) - bench.full_calls
-    # only the steps in flight at the kill ran again. (It can be a call or two cheaper than a
-    # clean run: on resume one evaluation's thread may be started twice, and the second now
-    # waits for the first and reads its run back; the results above are the clean run's.)
-    assert second.calls and redone <= 8
+    assert 0 <= redone <= 8  # only the steps in flight at the kill ran again
     again = syn.student_model()
     repeat = await run_synthetic(tmp_path / "crash", model=again)
     assert again.calls == [] and repeat.best.id == reference.best.id  # a finished run is only read
