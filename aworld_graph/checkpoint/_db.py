@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from functools import lru_cache
 from pathlib import Path
-from urllib.parse import quote
 from typing import Any, Literal
+from urllib.parse import quote
 
 import orjson
 

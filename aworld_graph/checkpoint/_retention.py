@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from ._db import AT_CHECKPOINT, Tx, Unpack
 from ._lease import lock_for_retention
 from ._schema import columns
+from ._texts import garbage_sql
 
 __all__ = ["delete_threads", "delete_runs", "copy_thread", "prune"]
 
@@ -20,7 +21,7 @@ _BY_CHECKPOINT = ("checkpoints", "checkpoint_writes")
 def delete_threads(tx: Tx, thread_ids: Sequence[str]) -> None:
     """Remove every row of ``thread_ids`` from every table."""
     lock_for_retention(tx, list(thread_ids))
-    for table in (*_BY_CHECKPOINT, "checkpoint_blobs"):
+    for table in (*_BY_CHECKPOINT, "checkpoint_blobs", "checkpoint_texts"):
         tx.many(f"DELETE FROM {table} WHERE thread_id = ?", [(t,) for t in thread_ids])
 
 
@@ -43,7 +44,7 @@ def delete_runs(tx: Tx, unpack: Unpack, run_ids: Sequence[str]) -> None:
 def copy_thread(tx: Tx, source: str, target: str) -> None:
     """Copy every row of ``source`` to ``target`` (same ids, same namespaces)."""
     lock_for_retention(tx, [target])
-    for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+    for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_texts"):
         cols = ", ".join(c for c in columns(table) if c != "thread_id")
         tx.run(
             f"INSERT INTO {table} (thread_id, {cols}) SELECT ?, {cols} FROM {table} "
@@ -93,6 +94,7 @@ def _drop(tx: Tx, unpack: Unpack, keys: list[tuple[str, str, str]]) -> None:
         tx.many(f"DELETE FROM {table} WHERE {AT_CHECKPOINT}", keys)
     for thread_id, ns in {(t, ns) for t, ns, _ in keys}:
         _collect_garbage(tx, unpack, thread_id, ns)
+    tx.many(garbage_sql(tx.dialect), [(t,) for t in {t for t, _, _ in keys}])
 
 
 def _collect_garbage(tx: Tx, unpack: Unpack, thread_id: str, ns: str) -> None:

@@ -28,7 +28,7 @@ from ._db import Tx
 __all__ = ["SCHEMA_VERSION", "JSON_COLUMNS", "columns", "primary_key", "schema_version", "upgrade"]
 
 FORMAT = "aworld-graph-checkpoints"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _VIEW_COLUMNS = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, step, nodes, "
@@ -56,6 +56,7 @@ _TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
         "value BLOB, task_path TEXT, node TEXT, error TEXT, created_at TEXT",
         ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
     ),
+    "checkpoint_texts": ("digest BLOB, thread_id TEXT, text TEXT", ("digest", "thread_id")),
     "checkpoint_leases": (
         "thread_id TEXT, holder TEXT, host TEXT, pid INT, expires_at REAL",
         ("thread_id",),
@@ -161,9 +162,9 @@ def schema_version(tx: Tx, label: str) -> int | None:
 
 
 def upgrade(tx: Tx, serde: Any, label: str) -> None:
-    """Create the tables, index and view of a new store, or bring a schema-1/2 one to
-    :data:`SCHEMA_VERSION` (skeleton deltas stored whole, the new columns, table and view),
-    inside the caller's write transaction. On PostgreSQL, savers that open a new database
+    """Create the tables, index and view of a new store, or bring an older one to
+    :data:`SCHEMA_VERSION` (schema 3 gains ``checkpoint_texts``), inside the caller's write
+    transaction. On PostgreSQL, savers that open a new database
     at the same moment take turns on a transaction-level advisory lock (SQLite's write
     transaction already excludes them)."""
     if tx.dialect == "postgres":
@@ -182,15 +183,22 @@ def upgrade(tx: Tx, serde: Any, label: str) -> None:
             "INSERT INTO aworld_meta (key, value) VALUES (?, ?)",
             [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION))],
         )
-    elif version < SCHEMA_VERSION:  # every older version takes the same steps
-        _legacy.store_skeletons_whole(tx, serde)
-        have = {r[1] for r in tx.all("PRAGMA table_info(checkpoint_writes)")}
-        for name in ("node", "error", "created_at"):
-            if name not in have:
-                tx.run(f"ALTER TABLE checkpoint_writes ADD COLUMN {name} TEXT")
-        _legacy.name_write_nodes(tx, serde)
-        tx.run(_table_sql(tx, "checkpoint_leases"))
-        tx.run("DROP VIEW IF EXISTS trajectory")
-        tx.run(_view_sql(tx))
+    elif version < SCHEMA_VERSION:
+        if version < 3:  # schema 1 and 2 (SQLite only) take the same steps
+            _older_than_3(tx, serde)
+        tx.run(_table_sql(tx, "checkpoint_texts"))
         sql = "UPDATE aworld_meta SET value = ? WHERE key = 'schema_version'"
         tx.run(sql, (str(SCHEMA_VERSION),))
+
+
+def _older_than_3(tx: Tx, serde: Any) -> None:
+    """Skeleton deltas stored whole, the writes' new columns, the lease table, the view."""
+    _legacy.store_skeletons_whole(tx, serde)
+    have = {r[1] for r in tx.all("PRAGMA table_info(checkpoint_writes)")}
+    for name in ("node", "error", "created_at"):
+        if name not in have:
+            tx.run(f"ALTER TABLE checkpoint_writes ADD COLUMN {name} TEXT")
+    _legacy.name_write_nodes(tx, serde)
+    tx.run(_table_sql(tx, "checkpoint_leases"))
+    tx.run("DROP VIEW IF EXISTS trajectory")
+    tx.run(_view_sql(tx))

@@ -56,6 +56,7 @@ from langgraph.checkpoint.serde.jsonplus import _option as _OPTIONS
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from ..errors import DefinitionError, UnsafeCheckpointValue
+from ._texts import EXT_STORED_TEXT, stored_text
 
 __all__ = ["StrictSerializer"]
 
@@ -191,6 +192,8 @@ class StrictSerializer(JsonPlusSerializer):
         if code == EXT_DELTA_SNAPSHOT:
             inner = _unpackb(data, hook)
             return _DeltaSnapshot(inner) if build else None
+        if code == EXT_STORED_TEXT:
+            return stored_text(data) if build else None
         if code not in _TYPED_CODES:
             return _untyped(code, data) if build else None
         tup = _unpackb(data, hook)

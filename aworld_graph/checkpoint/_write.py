@@ -30,6 +30,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._secrets import may_hold_secrets, strip_secrets
+from . import _texts
 from ._blobs import BaseInfo, encode_channel
 from ._db import AT_CHECKPOINT, Tx, Unpack
 from ._lease import LEASE_COLUMNS, Admit, lease_from
@@ -62,6 +63,8 @@ class PutRecord:
     metadata_json: str
     values: list[tuple[str, str, Any, tuple[str, bytes]]]
     """``(channel, version, value, serialized)`` for each channel in ``new_versions``."""
+    texts: dict[bytes, str]
+    """The long strings the values refer to (see :mod:`._texts`)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -75,6 +78,8 @@ class WritesRecord:
     task_path: str
     rows: list[tuple[int, str, str, bytes, str | None]] = field(default_factory=list)
     """``(idx, channel, type, value, error text)``; ``idx < 0``: a special channel."""
+    texts: dict[bytes, str] = field(default_factory=dict)
+    """The long strings the values refer to (see :mod:`._texts`)."""
 
 
 def prepare_put(
@@ -92,6 +97,7 @@ def prepare_put(
     values = checkpoint["channel_values"]
     shape = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
     step = merged.get("step")
+    texts: dict[bytes, str] = {}
     return PutRecord(
         thread_id=str(conf["thread_id"]),
         ns=conf.get("checkpoint_ns", ""),
@@ -104,10 +110,11 @@ def prepare_put(
         skeleton=serde.dumps_typed(shape)[1],
         metadata_json=_metadata_json(merged),
         values=[
-            (ch, str(ver), values[ch], serde.dumps_typed(values[ch]))
+            (ch, str(ver), values[ch], _texts.dumps(serde, values[ch], texts))
             for ch, ver in new_versions.items()
             if ch in values
         ],
+        texts=texts,
     )
 
 
@@ -133,7 +140,7 @@ def prepare_writes(
             error = error_text(value)
             if isinstance(value, str):
                 value = error
-        type_, data = serde.dumps_typed(value)
+        type_, data = _texts.dumps(serde, value, record.texts)
         record.rows.append((WRITES_IDX_MAP.get(channel, i), channel, type_, data, error))
     return record
 
@@ -175,6 +182,7 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int, admit
         tx, unpack, (*key, rec.parent_id or ""), [r[6:] for r in rows if r[7] is not None]
     )
     derived = transition_row(nodes, changed, appended)
+    _texts.store(tx, rec.thread_id, rec.texts)
     tx.many(_upsert_sql(tx.dialect, "checkpoint_blobs"), blob_rows)
     tx.run(
         _upsert_sql(tx.dialect, "checkpoints"),
@@ -245,6 +253,7 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack, admit: Admit) -> Non
     for idx, channel, type_, data, error in rec.rows:
         row = (*key, rec.task_id, idx, channel, type_, data, rec.task_path, node, error, now)
         (special if idx < 0 else regular).append(row)
+    _texts.store(tx, rec.thread_id, rec.texts)
     tx.many(_upsert_sql(tx.dialect, "checkpoint_writes", replace=False), regular)
     tx.many(_upsert_sql(tx.dialect, "checkpoint_writes"), special)
     for cid, stored in (r[4:] for r in rows if r[4] is not None and node is not None):

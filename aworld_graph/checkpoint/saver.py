@@ -30,6 +30,7 @@ from ._db import Durability, Tx, is_url, open_database
 from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
 from ._read import config_of, decoding, list_keys, lookup, page_rows, to_tuples
 from ._serde import StrictSerializer
+from ._texts import reading_texts
 from ._write import prepare_put, prepare_writes, store_put, store_writes
 
 __all__ = ["TrajectorySaver"]
@@ -136,7 +137,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             if self._version is None:  # a new store: its tables are made on first use
                 with self._writing():
                     pass
-        with db.read() as tx, decoding(db.label):
+        with db.read() as tx, decoding(db.label), reading_texts(tx, db.label):
             yield tx
 
     def _admit(self, tx: Tx, thread_id: str, lease: Any) -> None:
@@ -147,7 +148,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     def _writing(self) -> Iterator[Tx]:
         """A write transaction on this schema (a store of an older one is migrated first)."""
         db = self._database()
-        with db.write() as tx:
+        with db.write() as tx, reading_texts(tx, db.label):
             if self._version != _schema.SCHEMA_VERSION:
                 _schema.upgrade(tx, self.serde, db.label)
             yield tx

@@ -342,7 +342,7 @@ def test_the_cli_reads_and_prunes_either_store(target: str) -> None:
     pruned = runner.invoke(main, ["prune", "cli-thread", "--keep", "2", "--db", target])
     assert pruned.exit_code == 0 and "deleted 7 checkpoints" in pruned.output, pruned.output
     assert runner.invoke(main, ["vacuum", "--db", target]).exit_code == 0
-    assert runner.invoke(main, ["migrate", target]).output.strip().endswith("already at schema 3")
+    assert runner.invoke(main, ["migrate", target]).output.strip().endswith("already at schema 4")
 
 
 async def test_many_savers_opening_a_new_store_at_once(target: str) -> None:

@@ -79,7 +79,7 @@ def test_schema_2_reads_the_same_before_and_after_migration(tmp_path: Path) -> N
         assert before == EXPECTED["tuples"]
         assert _trajectory(path) == EXPECTED["trajectory"]
         assert saver.migrate() is True
-        assert _schema(path) == "3"
+        assert _schema(path) == "4"
         assert _tuples(saver) == EXPECTED["tuples"]
         assert saver.migrate() is False
     assert _trajectory(path) == EXPECTED["trajectory"]
@@ -98,7 +98,7 @@ def test_the_first_write_migrates_and_the_thread_goes_on(tmp_path: Path) -> None
     path = _copy(tmp_path)
     with TrajectorySaver(path) as saver:
         state = ask(chat_graph(saver), "chat", "one more")
-        assert _schema(path) == "3"
+        assert _schema(path) == "4"
         assert (
             len(state["messages"])
             == len(EXPECTED["tuples"]["chat"][0]["checkpoint"]["channel_values"]["messages"]) + 2
@@ -110,9 +110,27 @@ def test_migrate_command(tmp_path: Path) -> None:
     path = _copy(tmp_path)
     result = CliRunner().invoke(main, ["migrate", str(path)])
     assert result.exit_code == 0, result.output
-    assert "schema 3" in result.output and _schema(path) == "3"
+    assert "schema 4" in result.output and _schema(path) == "4"
     again = CliRunner().invoke(main, ["migrate", str(path)])
     assert again.exit_code == 0 and "already" in again.output
     missing = CliRunner().invoke(main, ["migrate", str(tmp_path / "nope.db")])
     assert missing.exit_code != 0 and "nope.db" in missing.output
     assert "Traceback" not in missing.output
+
+
+def test_a_schema_3_store_gains_the_texts_table(target: str) -> None:
+    """Schema 3 (this release's first PostgreSQL one) differed only by lacking
+    ``checkpoint_texts``: such a store reads as it was and gains the table on migration."""
+    from .conftest import execute
+
+    with TrajectorySaver(target) as saver:
+        ask(chat_graph(saver), "old", "hello")
+    execute(target, "DROP TABLE checkpoint_texts")
+    execute(target, "UPDATE aworld_meta SET value = '3' WHERE key = 'schema_version'")
+    with TrajectorySaver(target) as saver:
+        before = _plain(list(saver.list({"configurable": {"thread_id": "old"}})))
+        assert saver.migrate() is True
+        assert _plain(list(saver.list({"configurable": {"thread_id": "old"}}))) == before
+        assert ask(chat_graph(saver), "old", "again")["turn"] == 1
+    version = execute(target, "SELECT value FROM aworld_meta WHERE key = 'schema_version'")
+    assert version == [("4",)] and execute(target, "SELECT count(*) FROM checkpoint_texts")

@@ -274,4 +274,4 @@ def test_a_file_with_the_first_blob_key_order_reads_and_writes_the_same(tmp_path
         assert len(history) == 6
     with sqlite3.connect(path) as conn:  # migrated: older versions refuse it clearly
         meta = dict(conn.execute("SELECT key, value FROM aworld_meta").fetchall())
-        assert meta["schema_version"] == "3"
+        assert meta["schema_version"] == "4"
