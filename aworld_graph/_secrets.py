@@ -14,13 +14,19 @@ sandbox is built; from then on every scrubbed text has them replaced wherever th
 (an endpoint echoing the key into an error message, a server printing its token). A tool
 call's ``arguments`` JSON string is decoded, stripped by the same key rule and encoded again,
 so ``{"password": …}`` is dropped there as in any mapping.
+
+Log records of this library and of the packages it drives (``mcp``, ``openai``, ``httpx``,
+``langgraph``, ``uvicorn``…) are scrubbed as they are made, message and traceback, whatever
+handlers the application configures (see :func:`scrub_log_records`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
+import traceback
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -31,6 +37,7 @@ __all__ = [
     "may_hold_secrets",
     "mentions_registered_secret",
     "register_secret",
+    "scrub_log_records",
     "scrub_text",
     "strip_secrets",
 ]
@@ -177,3 +184,40 @@ def _stripped_arguments(text: str, depth: int) -> str:
         return scrub_text(text)
     stripped = strip_secrets(decoded, depth + 1)
     return text if stripped == decoded else json.dumps(stripped, ensure_ascii=False)
+
+
+SCRUBBED_LOGGERS = ("aworld_graph", "mcp", "openai", "httpx", "httpcore", "langgraph", "uvicorn")
+"""Loggers (and their children) whose records :func:`scrub_log_records` scrubs."""
+
+
+def _scrub_record(record: logging.LogRecord) -> None:
+    try:
+        message = record.getMessage()
+    except Exception:  # a bad format string: logging reports it when the record is emitted
+        return
+    record.msg, record.args = scrub_text(message), None
+    if record.exc_info and not record.exc_text:
+        record.exc_text = scrub_text("".join(traceback.format_exception(*record.exc_info)))
+    if record.stack_info:
+        record.stack_info = scrub_text(record.stack_info)
+
+
+def scrub_log_records() -> None:
+    """Make every record of :data:`SCRUBBED_LOGGERS` scrubbed when it is created (done once
+    on import; the factory in place before is kept and called first)."""
+    made = logging.getLogRecordFactory()
+    if getattr(made, "scrubs_secrets", False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = made(*args, **kwargs)
+        name = record.name
+        if name.startswith(SCRUBBED_LOGGERS) and name.partition(".")[0] in SCRUBBED_LOGGERS:
+            _scrub_record(record)
+        return record
+
+    factory.scrubs_secrets = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
+
+
+scrub_log_records()

@@ -204,3 +204,34 @@ def test_cli_logs_are_one_scrubbed_line(monkeypatch: pytest.MonkeyPatch) -> None
     assert "log-secret-0123456789" not in result.output
     assert "error: failed with [redacted]" in result.output
     assert "Traceback" not in result.output and "out [redacted]" in result.output
+
+
+@pytest.mark.parametrize(
+    "name", ["aworld_graph.environment._connection", "mcp.client.stdio", "openai"]
+)
+def test_library_log_records_are_scrubbed_whatever_the_handler(name: str) -> None:
+    """An application that logs to its own handler (no CLI) gets this library's records and
+    those of the packages it drives scrubbed: message, arguments and traceback."""
+    import io
+
+    secret = "lib-log-secret-0123456789"
+    register_secret(secret)
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(name)s %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        log = logging.getLogger(name)
+        log.warning("server said %s and Bearer abcdefghijklmnop", secret)
+        try:
+            raise RuntimeError(f"connect failed: {secret}")
+        except RuntimeError:
+            log.exception("call failed")
+        logging.getLogger("myapp").warning("the app's own: %s", "kept as is")
+    finally:
+        root.removeHandler(handler)
+    text = stream.getvalue()
+    assert secret not in text and "abcdefghijklmnop" not in text
+    assert f"{name} server said {REDACTED}" in text and "RuntimeError: connect failed" in text
+    assert "myapp the app's own: kept as is" in text
