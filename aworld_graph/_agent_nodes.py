@@ -174,10 +174,23 @@ class AgentRuntime:
 
     # -- the LLM node -------------------------------------------------------------------------
     def _llm_calls(self, state: SwarmState) -> int:
+        """This agent's LLM calls in this run: since the thread's latest task input (a thread
+        of several turns takes a new input per run)."""
+        messages = state.get("messages", [])
+        start = next(
+            (
+                i
+                for i in range(len(messages) - 1, -1, -1)
+                if messages[i].get("role") == "user" and "_agent" not in messages[i]
+            ),
+            -1,
+        )
         return sum(
             1
             for r in state.get("trace", [])
-            if r.get("agent") == self.name and r.get("kind") == "llm"
+            if r.get("agent") == self.name
+            and r.get("kind") == "llm"
+            and int(r.get("n_messages", start + 1)) > start
         )
 
     def _limit(self, state: SwarmState, config: RunnableConfig) -> str | None:

@@ -43,6 +43,7 @@ __all__ = [
 
 EventSink = Callable[[dict[str, Any]], None]
 
+
 def pending_nodes(snapshot: StateSnapshot) -> list[str]:
     """The nodes of the thread's next step: those still to run, and those whose results are
     saved while the step's checkpoint is not (a process died in between). LangGraph's
@@ -264,8 +265,15 @@ async def drive(
     resume: Any = None,
     events: EventSink | None = None,
     states: bool = False,
+    new_turn: bool = False,
 ) -> tuple[TaskResponse, dict[str, Any]]:
     """Run ``task`` (one superstep if ``one_step``); returns the response and the last updates.
+
+    A thread whose last run finished is read back, unless ``new_turn``: then ``task.input``
+    starts a new turn of its conversation (the user message is appended to its messages, the
+    rest of the state carries over; the answer, the status and the step count of the turn
+    start afresh). A thread waiting for input or stopped mid-run takes no new turn: the
+    response says how to go on and nothing is written.
 
     ``events`` receives the run's events; with ``states`` also ``{"event": "update",
     "updates"}`` (what the nodes of a superstep wrote) and ``{"event": "state", "checkpoint"}``
@@ -276,10 +284,12 @@ async def drive(
     nothing is written."""
     hold = getattr(checkpointer, "ahold", None)
     if hold is None:
-        return await _drive(task, graph, checkpointer, one_step, resume, events, states)
+        return await _drive(task, graph, checkpointer, one_step, resume, events, states, new_turn)
     try:
         async with hold(task.id):
-            return await _drive(task, graph, checkpointer, one_step, resume, events, states)
+            return await _drive(
+                task, graph, checkpointer, one_step, resume, events, states, new_turn
+            )
     except ThreadBusy as exc:
         if exc.thread_id != task.id:
             raise
@@ -298,6 +308,7 @@ async def _drive(
     resume: Any,
     events: EventSink | None,
     states: bool = False,
+    new_turn: bool = False,
 ) -> tuple[TaskResponse, dict[str, Any]]:
     started = time.perf_counter()
     compiled = graph.compile(checkpointer)
@@ -331,6 +342,17 @@ async def _drive(
             "active_agent": previous.get("active_agent") or graph.entry,
             "context": previous.get("context", {}),
             "steps": 0,
+        }
+    elif new_turn and snapshot is not None:
+        if pending_nodes(snapshot):
+            return _no_new_turn(task, snapshot), {}
+        payload = {
+            "messages": [{"role": "user", "content": task.input}],
+            "input": task.input,
+            "status": "running",
+            "answer": None,
+            "error": None,
+            "steps": -int(snapshot.values.get("steps") or 0),  # a counter: back to 0
         }
     else:
         if snapshot is not None and not pending_nodes(snapshot):
@@ -391,6 +413,18 @@ async def _drive(
         task, compiled, config, started=started, error=error, finished=finished, chain=chain
     )
     return response, updates
+
+
+def _no_new_turn(task: Task, snapshot: StateSnapshot) -> TaskResponse:
+    """The response to a new turn on a thread that has not ended its last one."""
+    how = (
+        f"answer it with Runners.resume({task.id!r}, value=...)"
+        if snapshot.interrupts
+        else f"continue it with Runners.resume({task.id!r})"
+    )
+    what = "waits for input" if snapshot.interrupts else "stopped mid-run"
+    msg = f"thread {task.id} {what}, so it takes no new input yet; {how}"
+    return TaskResponse(id=task.id, success=False, msg=msg, status="error", thread_id=task.id)
 
 
 def _forward(mode: str, chunk: Any, events: EventSink) -> None:
