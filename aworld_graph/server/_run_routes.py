@@ -1,8 +1,9 @@
 """The run endpoints: create (background), stream over SSE, wait, join, cancel, list.
 
 A run request is checked against the thread before it starts: a resume needs a pending
-interrupt, a new input needs a thread that has not run yet, a continuation (no input) a thread
-that stopped mid-run. A run is never tied to its HTTP request: a client that disconnects
+interrupt; a new input needs a thread that has not run yet, or whose last run finished (then
+it is the next turn of the thread's conversation); a continuation (no input) a thread that
+has run. A run is never tied to its HTTP request: a client that disconnects
 leaves it going (unless it asked for ``on_disconnect="cancel"``), and it can be joined.
 """
 
@@ -130,18 +131,20 @@ class RunRoutes:
                 f"thread {thread_id} is not waiting for input, so there is nothing to resume; "
                 + ("send input null to continue it" if state["next"] else "start a new run"),
             )
-        if text is not None and started:
+        if text is not None and state["interrupts"]:
             raise ApiError(
                 409,
-                "thread_started",
-                f"thread {thread_id} has a run already; "
-                + (
-                    "answer its interrupt with command={'resume': ...}"
-                    if state["interrupts"]
-                    else "continue it with input null"
-                    if state["next"]
-                    else "start a new thread for a new input"
-                ),
+                "thread_interrupted",
+                f"thread {thread_id} is waiting for input, so it takes no new input yet; "
+                "answer its interrupt with command={'resume': ...}",
+            )
+        if text is not None and state["next"]:
+            raise ApiError(
+                409,
+                "thread_unfinished",
+                f"thread {thread_id} stopped mid-run (cancelled, failed or its server killed) "
+                f"before {', '.join(state['next'])}, so it takes no new input yet; continue it "
+                "with input null",
             )
         if text is None and not has_resume and not started:
             raise ApiError(

@@ -121,7 +121,7 @@ class _Sink:
         if kind == "state":
             checkpoint = event["checkpoint"]
             values = clean(checkpoint.get("values") or {})
-            if int((checkpoint.get("metadata") or {}).get("step", -1)) >= 0:  # not the input's
+            if (checkpoint.get("metadata") or {}).get("source") != "input":  # not before it
                 self.run.values = values
                 feed.append("values", values)
             rest = clean({k: v for k, v in checkpoint.items() if k != "values"})
@@ -315,7 +315,13 @@ class RunManager:
         graph = open_graph(task)
         try:
             response, _ = await drive(
-                task, graph, self.saver, resume=resume, events=_Sink(run), states=True
+                task,
+                graph,
+                self.saver,
+                resume=resume,
+                events=_Sink(run),
+                states=True,
+                new_turn=text is not None,  # new input on a finished thread: its next turn
             )
         finally:
             await close_graph(graph)

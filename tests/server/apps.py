@@ -46,6 +46,15 @@ counter = _counter("counter")
 """One agent: a word_count tool call, then '<n> words'."""
 
 
+def _heard(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+    said = [str(m["content"]) for m in messages if m["role"] == "user"]
+    return f"turn {len(said)}: " + " / ".join(said)
+
+
+chat = Agent(name="chat", model=FunctionModel(_heard), max_steps=1)
+"""One agent, one model call a run: 'turn <n>: <every user message it was shown>'."""
+
+
 async def _gate() -> None:
     await asyncio.to_thread(GATE.wait)
 

@@ -16,7 +16,7 @@ from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.server import Assistant, create_app
 from tests.server import apps
 
-TARGETS = ("approval", "counter", "gated")
+TARGETS = ("approval", "chat", "counter", "gated")
 
 
 class LiveServer:

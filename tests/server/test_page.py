@@ -62,8 +62,8 @@ def _clean(browser: Chromium, server: LiveServer) -> None:
 async def test_the_view_follows_a_streaming_run(server: LiveServer, tmp_path: Path) -> None:
     async with Chromium(tmp_path / "profile") as browser:
         state = await _open(browser, server)
-        assert state["assistants"] == ["approval", "counter", "gated"]
-        await browser.click("#assistants li:nth-child(3)")
+        assert state["assistants"] == ["approval", "chat", "counter", "gated"]
+        await browser.click("#assistants li:nth-child(4)")
         await _until(browser, lambda s: "workflow gated" in s["status"], "the gated workflow")
         await _type(browser, "#input", "four words right here")
         await browser.click("#start")

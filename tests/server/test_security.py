@@ -15,7 +15,7 @@ from langgraph_sdk.errors import AuthenticationError
 from aworld_graph.cli import main
 from aworld_graph.errors import ConfigError
 from aworld_graph.server import check_bind
-from tests.server.conftest import LiveServer
+from tests.server.conftest import TARGETS, LiveServer
 
 KEY = "test-key-7f3a9c"
 
@@ -75,7 +75,7 @@ async def test_api_key_is_required_on_every_route_but_health(
         ok = await http.post(
             "/assistants/search", json={}, headers={"Authorization": f"Bearer {KEY}"}
         )
-        assert ok.status_code == 200 and len(ok.json()) == 3
+        assert ok.status_code == 200 and len(ok.json()) == len(TARGETS)
         assert (await http.get(f"/?key={KEY}")).status_code == 200
     anonymous = get_client(url=server.url, api_key=None)
     with pytest.raises(AuthenticationError):
