@@ -5,15 +5,13 @@ an assistant's topology (SVG and node data) and a thread's run path over it.
 
 from __future__ import annotations
 
-import shutil
 from importlib import resources
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..viz import load_run, render, run_path, view_of
-from ..viz._layout import layout_svg
+from ..viz import load_run, run_path, to_svg, view_of
 from ..viz.html import page_data
 from ._wire import ApiError, clean
 
@@ -44,12 +42,7 @@ class PageRoutes:
 
     def _svg(self, assistant: Assistant) -> str:
         if assistant.assistant_id not in self._svgs:
-            if shutil.which("dot"):
-                text = render(assistant.source, "svg").decode()
-                svg = text[text.index("<svg") :]
-            else:
-                svg = layout_svg(view_of(assistant.source))
-            self._svgs[assistant.assistant_id] = svg
+            self._svgs[assistant.assistant_id] = to_svg(assistant.source)
         return self._svgs[assistant.assistant_id]
 
     async def view(self, request: Request) -> Response:

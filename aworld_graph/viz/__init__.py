@@ -18,7 +18,7 @@ import networkx as nx
 from ._run import load_run, run_path
 from ._view import as_swarm, view_of
 from .dot import render, to_dot
-from .html import to_html
+from .html import _svg, to_html
 from .mermaid import to_mermaid
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "to_html",
     "to_mermaid",
     "to_networkx",
+    "to_svg",
     "view_of",
 ]
 
@@ -37,3 +38,9 @@ def to_networkx(swarm: Any) -> nx.DiGraph[str]:
     """The topology as a ``networkx.DiGraph`` (see :meth:`aworld_graph.swarm.Swarm.to_networkx`);
     a lone ``Agent`` becomes a one-node graph."""
     return as_swarm(swarm).to_networkx()
+
+
+def to_svg(swarm: Any, *, tools: bool = False, use_dot: bool | None = None) -> str:
+    """The topology as SVG text, the drawing of :func:`to_html`'s page: Graphviz's when
+    ``use_dot`` (default: when ``dot`` is installed), else a layered layout made here."""
+    return _svg(view_of(swarm, tools=tools), swarm, tools, use_dot)

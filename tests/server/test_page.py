@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 from langgraph_sdk import get_client
 
 from tests.server import apps
@@ -109,3 +113,22 @@ async def test_answer_a_human_step_and_fork_on_the_page(server: LiveServer, tmp_
     await sdk.aclose()
     assert original["values"]["answer"] == "published the plan"
     assert fork["status"] == "interrupted" and fork["values"]["context"] == {"budget": 50}
+
+
+async def test_the_topology_is_drawn_with_and_without_graphviz(
+    serve: Callable[..., LiveServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's drawing is ``viz.to_svg``: Graphviz's when ``dot`` is installed, else the
+    built-in layout; either way one ``g.node`` group per node, by its view id."""
+    drawn = {}
+    for graphviz in (True, False):
+        if not graphviz:
+            monkeypatch.setattr("aworld_graph.viz.html.shutil.which", lambda name: None)
+        server = serve()
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            view = (await http.get("/ui/assistants/approval/view")).json()
+        drawn[graphviz] = view["svg"]
+        assert view["svg"].startswith("<svg") and 'id="n_approval"' in view["svg"]
+        assert "n_drafter" in {n["id"] for n in view["data"]["nodes"]}
+    if shutil.which("dot"):
+        assert drawn[True] != drawn[False]  # two different layouts
