@@ -147,7 +147,10 @@ def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[Checkp
     for (thread_id, ns), members in scopes.items():
         shapes = {row[2]: skeleton(tx, unpack, thread_id, ns, row[2], row[4]) for row in members}
         need = {
-            (ch, str(v)): None for sh in shapes.values() for ch, v in sh["channel_versions"].items()
+            (ch, str(v)): None
+            for sh in shapes.values()
+            for ch, v in sh["channel_versions"].items()
+            if ch not in sh.get("channel_values", ())
         }
         found = stored_values(tx, thread_id, ns, list(need))
         writes: dict[str, list[tuple[str, str, Any]]] = {cid: [] for cid in shapes}
@@ -162,9 +165,12 @@ def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[Checkp
                 writes[cid].append((task, ch, _decode(serde, write, thread_id, cid, ch)))
         scalars: dict[tuple[str, str], Any] = {}  # immutable values: decoded once, shared
         for _, _, cid, parent_id, _, metadata in members:
-            checkpoint: dict[str, Any] = {**shapes[cid], "id": cid, "channel_values": {}}
+            inline = dict(shapes[cid].get("channel_values") or {})
+            checkpoint: dict[str, Any] = {**shapes[cid], "id": cid, "channel_values": inline}
             for ch, ver in checkpoint["channel_versions"].items():
                 key = (ch, str(ver))
+                if ch in inline:
+                    continue
                 if key in scalars:
                     checkpoint["channel_values"][ch] = scalars[key]
                 elif (typed := found.get(key)) is not None:

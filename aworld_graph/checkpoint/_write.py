@@ -61,8 +61,9 @@ class PutRecord:
     skeleton: bytes
     """The checkpoint without its id and values (msgpack)."""
     metadata_json: str
-    values: list[tuple[str, str, Any, tuple[str, bytes]]]
-    """``(channel, version, value, serialized)`` for each channel in ``new_versions``."""
+    values: list[tuple[str, str, Any, tuple[str, bytes] | None]]
+    """``(channel, version, value, serialized)`` for each channel in ``new_versions``
+    (serialized ``None``: the value is inline in the skeleton)."""
     texts: dict[bytes, str]
     """The long strings the values refer to (see :mod:`._texts`)."""
 
@@ -96,6 +97,9 @@ def prepare_put(
     merged.pop("writes", None)
     values = checkpoint["channel_values"]
     shape = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+    inline = {ch: v for ch, v in values.items() if _is_small_scalar(v)}
+    if inline:
+        shape["channel_values"] = inline
     step = merged.get("step")
     texts: dict[bytes, str] = {}
     return PutRecord(
@@ -110,12 +114,26 @@ def prepare_put(
         skeleton=serde.dumps_typed(shape)[1],
         metadata_json=_metadata_json(merged),
         values=[
-            (ch, str(ver), values[ch], _texts.dumps(serde, values[ch], texts))
+            (
+                ch,
+                str(ver),
+                values[ch],
+                None if ch in inline else _texts.dumps(serde, values[ch], texts),
+            )
             for ch, ver in new_versions.items()
             if ch in values
         ],
         texts=texts,
     )
+
+
+def _is_small_scalar(value: Any) -> bool:
+    """Whether a channel value is kept inline in every checkpoint's skeleton (no value row):
+    ``None``, a bool, a float, a 64-bit int or a string of at most 256 characters."""
+    kind = type(value)
+    if kind is int:
+        return bool(-(2**63) <= value < 2**64)
+    return value is None or kind in (bool, float) or (kind is str and len(value) <= 256)
 
 
 def prepare_writes(
@@ -169,6 +187,9 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int, admit
     changed: dict[str, Any] = {}
     appended: dict[str, list[Any]] = {}
     for ch, version, value, typed in rec.values:
+        if typed is None:  # inline in the skeleton
+            changed[ch] = value
+            continue
         base = bases.get((ch, before[ch])) if before.get(ch, version) != version else None
         row, added = encode_channel(value, typed, base, snapshot_every)
         blob_rows.append((*key, ch, version, *row))

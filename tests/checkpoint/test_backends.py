@@ -234,11 +234,11 @@ def test_crafted_rows_are_refused_never_run(
         head = saver.get_tuple({"configurable": {"thread_id": "t"}})
         assert head is not None
         cid = head.config["configurable"]["checkpoint_id"]
-        version = str(head.checkpoint["channel_versions"]["turn"])
-        execute(
+        version = str(head.checkpoint["channel_versions"]["messages"])
+        execute(  # the latest value row of the chat, made a whole value naming a callable
             target,
-            "UPDATE checkpoint_blobs SET type = 'msgpack', value = ? WHERE thread_id = 't' "
-            "AND channel = 'turn' AND version = ?",
+            "UPDATE checkpoint_blobs SET kind = 1, type = 'msgpack', value = ? "
+            "WHERE thread_id = 't' AND channel = 'messages' AND version = ?",
             (_constructor(module, name, f"touch {marker}"), version),
         )
         with pytest.raises(
@@ -247,8 +247,8 @@ def test_crafted_rows_are_refused_never_run(
             saver.get_tuple({"configurable": {"thread_id": "t"}})
         execute(
             target,
-            "UPDATE checkpoint_blobs SET type = 'pickle' WHERE thread_id = 't' AND channel = 'turn' "
-            "AND version = ?",
+            "UPDATE checkpoint_blobs SET type = 'pickle' WHERE thread_id = 't' "
+            "AND channel = 'messages' AND version = ?",
             (version,),
         )
         with pytest.raises(UnsafeCheckpointValue, match="pickle"):

@@ -186,7 +186,7 @@ def test_crafted_rows_in_the_database_are_refused_on_read(tmp_path: Path, marker
     path = tmp_path / "x.db"
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     cp = empty_checkpoint()
-    cp["channel_values"] = {"v": "harmless"}
+    cp["channel_values"] = {"v": {"text": "harmless"}}  # a value row (scalars are inline)
     cp["channel_versions"] = {"v": "1"}
     with TrajectorySaver(path) as saver:
         stored = saver.put(config, cp, {"source": "loop", "step": 0}, {"v": "1"})
@@ -287,3 +287,28 @@ def test_a_trusted_type_that_no_longer_accepts_its_data_comes_back_as_data(
     payload = _ext(EXT_CONSTRUCTOR_KW_ARGS, __name__, "Box", {"label": "a", "renamed": 1})
     assert StrictSerializer().loads_typed(("msgpack", payload)) == {"label": "a", "renamed": 1}
     assert "Could not rebuild" in caplog.text
+
+
+def test_a_crafted_inline_value_in_a_checkpoint_row_is_refused(
+    tmp_path: Path, marker: Path
+) -> None:
+    """Small scalars live inside the checkpoint row itself: a row rewritten to hold a callable
+    there is refused like a crafted value row."""
+    path = tmp_path / "x.db"
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"n": 1}
+    cp["channel_versions"] = {"n": "1"}
+    with TrajectorySaver(path) as saver:
+        stored = saver.put(config, cp, {"source": "loop", "step": 0}, {"n": "1"})
+        assert saver.get_tuple(stored).checkpoint["channel_values"] == {"n": 1}  # type: ignore[union-attr]
+    with sqlite3.connect(path) as conn:
+        (blob,) = conn.execute("SELECT checkpoint FROM checkpoints").fetchone()
+        shape = ormsgpack.unpackb(blob)
+        assert shape["channel_values"] == {"n": 1}
+        call = ormsgpack.unpackb(_crafted(marker)[0][1], ext_hook=ormsgpack.Ext)
+        shape["channel_values"] = {"n": call}
+        conn.execute("UPDATE checkpoints SET checkpoint = ?", (ormsgpack.packb(shape),))
+    with TrajectorySaver(path) as saver, pytest.raises(UnsafeCheckpointValue, match="os.system"):
+        saver.get_tuple(stored)
+    assert not marker.exists()
