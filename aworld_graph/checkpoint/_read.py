@@ -22,7 +22,15 @@ from ._blobs import DELTA, EMPTY, array_header, split_array
 from ._db import Tx, Unpack
 from ._legacy import skeleton
 
-__all__ = ["config_of", "decoding", "lookup", "page_rows", "stored_values", "to_tuples"]
+__all__ = [
+    "config_of",
+    "decoding",
+    "lookup",
+    "page_rows",
+    "stored_values",
+    "thread_of",
+    "to_tuples",
+]
 
 _COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata"
 Row = tuple[str, str, str, str | None, bytes, Any]
@@ -56,6 +64,18 @@ def lookup(tx: Tx, config: RunnableConfig) -> Row | None:
     if checkpoint_id := get_checkpoint_id(config):
         return tx.one(sql + " AND checkpoint_id = ?", (*key, checkpoint_id))
     return tx.one(sql + " ORDER BY checkpoint_id DESC LIMIT 1", key)
+
+
+def thread_of(tx: Tx, checkpoint_id: str) -> str | None:
+    """The thread holding the root-namespace checkpoint ``checkpoint_id``, or ``None``. A copy
+    (``copy_thread``) keeps the ids of its source, so an id may be held by several threads:
+    the first of them by name is given."""
+    row = tx.one(
+        "SELECT thread_id FROM checkpoints WHERE checkpoint_id = ? AND checkpoint_ns = '' "
+        "ORDER BY thread_id LIMIT 1",
+        (str(checkpoint_id),),
+    )
+    return None if row is None else str(row[0])
 
 
 def list_keys(

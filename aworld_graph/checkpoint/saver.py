@@ -28,7 +28,7 @@ from ..errors import ConfigError, ThreadBusy
 from . import _lease, _retention, _schema
 from ._db import Durability, Tx, is_url, open_database
 from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
-from ._read import config_of, decoding, list_keys, lookup, page_rows, to_tuples
+from ._read import config_of, decoding, list_keys, lookup, page_rows, thread_of, to_tuples
 from ._serde import StrictSerializer
 from ._texts import reading_texts
 from ._write import prepare_put, prepare_writes, store_put, store_writes
@@ -261,6 +261,13 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             with self._reading() as tx:
                 page = to_tuples(tx, page_rows(tx, keys[start : start + _PAGE]), self.serde)
             yield from page
+
+    def thread_of(self, checkpoint_id: str) -> str | None:
+        """The thread that holds checkpoint ``checkpoint_id`` (of the root namespace), or
+        ``None`` where none does. A copied thread keeps its source's checkpoint ids; an id
+        held by several threads gives the first of them by name."""
+        with self._reading() as tx:
+            return thread_of(tx, checkpoint_id)
 
     def threads(self, limit: int | None = None) -> builtins.list[ThreadSummary]:
         """The threads in the store, most recently active first."""

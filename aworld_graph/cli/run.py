@@ -402,21 +402,13 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, Any]:
     return update
 
 
-def _thread_of(checkpoint: str, where: str) -> str:
-    import sqlite_utils
-
-    db = sqlite_utils.Database(where)
-    rows = list(
-        db.query(
-            "select thread_id from checkpoints where checkpoint_id = ? and checkpoint_ns = ''",
-            [checkpoint],
-        )
-    )
-    if not rows:
+def _thread_of(saver: Any, checkpoint: str, where: str) -> str:
+    thread: str | None = saver.thread_of(checkpoint)  # a TrajectorySaver
+    if thread is None:
         raise DefinitionError(
             f"no checkpoint {checkpoint!r} in {where}; see `aworld-graph history THREAD`"
         )
-    return str(rows[0]["thread_id"])
+    return thread
 
 
 @main.command()
@@ -455,7 +447,7 @@ def fork(
     from ..runner import Runners
 
     saver = _saver(db)
-    thread = _thread_of(checkpoint, _db_path(db))
+    thread = _thread_of(saver, checkpoint, _db_path(db))
     values = _parse_set(sets)  # every problem at once, before anything is written
     agent, swarm = _recorded_source(saver, thread, target, _db_path(db))
     forked = asyncio.run(

@@ -308,6 +308,24 @@ def test_a_failed_step_is_a_row_of_the_trajectory_view(target: str) -> None:
         assert last.source == "error" and last.checkpoint_id is None and last.nodes == ["reply"]
 
 
+def test_thread_of_names_the_thread_holding_a_checkpoint(target: str) -> None:
+    """``thread_of`` finds a checkpoint's thread by its id alone (what ``fork CHECKPOINT``
+    needs); an id no thread holds is ``None``; a copy keeps the ids, the first thread by
+    name is given."""
+    with TrajectorySaver(target) as saver:
+        app = chat_graph(saver)
+        ask(app, "b", "one")
+        ask(app, "c", "two")
+        for thread in ("b", "c"):
+            for tup in saver.list({"configurable": {"thread_id": thread}}):
+                assert saver.thread_of(tup.config["configurable"]["checkpoint_id"]) == thread
+        assert saver.thread_of("no-such-checkpoint") is None
+        saver.copy_thread("b", "a")
+        latest = saver.get_tuple({"configurable": {"thread_id": "b"}})
+        assert latest is not None
+        assert saver.thread_of(latest.config["configurable"]["checkpoint_id"]) == "a"
+
+
 def test_runners_answer_a_busy_thread_with_a_failed_response(target: str) -> None:
     from aworld_graph import Agent, Runners
     from aworld_graph.testing import FunctionModel
