@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from langgraph.graph import END, START, StateGraph
 
-import aworld_graph.cli.checkpoints  # noqa: F401  (registers the commands)
 from aworld_graph.checkpoint import TrajectorySaver
-from aworld_graph.cli._app import main
+from aworld_graph.cli import main
 
-from .conftest import ask, chat_graph
+from .conftest import ChatState, ask, chat_graph
 
 
 @pytest.fixture
@@ -52,6 +53,40 @@ def test_history_shows_the_fork_as_a_branch(filled: Path) -> None:
     assert lines[fork - 1].startswith("● ") and "step   3" in lines[fork - 1]
     assert lines[fork + 1].startswith("│ ● ") and "update" in lines[fork + 1]
     assert "[reply]" in out and "[__start__]" in out
+
+
+def test_history_draws_a_failed_step_retried_from_its_parent_as_the_main_line(
+    db_path: Path,
+) -> None:
+    """A step that fails leaves a row with no checkpoint (its error, on the checkpoint it
+    started from); run again from there, its retry is the main line, not a fork, and the
+    line goes on to the retry's checkpoint."""
+    failures = ["once"]
+
+    def reply(state: ChatState) -> dict[str, Any]:
+        if failures:
+            raise ValueError(f"fails {failures.pop()}")
+        return {"messages": [{"role": "assistant", "content": "done"}], "turn": 1}
+
+    graph = StateGraph(ChatState)
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply")
+    graph.add_edge("reply", END)
+    config: Any = {"configurable": {"thread_id": "retried"}}
+    with TrajectorySaver(db_path) as saver:
+        app = graph.compile(checkpointer=saver)
+        with pytest.raises(ValueError, match="fails once"):
+            app.invoke({"messages": [{"role": "user", "content": "q"}], "turn": 0}, config)
+        app.invoke(None, config)  # the retry, from the checkpoint the failed step started at
+        rows = saver.transitions("retried")
+        checkpoints = len(list(saver.list(config)))
+    assert [r.source for r in rows if r.checkpoint_id is None] == ["error"]
+    code, out = _cli("history", "retried", "--db", str(db_path))
+    assert code == 0, out
+    lines = out.splitlines()
+    assert "fork" not in out and "" not in lines
+    assert len(lines) == checkpoints and all(line.startswith("● ") for line in lines)
+    assert "[reply]" in lines[-1]
 
 
 def test_prune_and_vacuum(filled: Path) -> None:
