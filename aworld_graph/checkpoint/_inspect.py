@@ -56,7 +56,8 @@ class TransitionRow:
     tool_names: list[str]
     """Tools called or executed in the step."""
     reward: float | None
-    """The ``score`` of the last item appended to ``rewards`` in the step."""
+    """The ``score`` of the last task reward appended to ``rewards`` in the step (a reward
+    function's or ``Runners.reward``'s; critics' verdicts are in ``changes`` only)."""
     run_id: str | None
     """The LangGraph run that made it."""
     error: str | None = None

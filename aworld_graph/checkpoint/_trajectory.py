@@ -126,9 +126,13 @@ def _names(calls: Any) -> Iterable[str]:
 
 
 def _reward(items: Iterable[Any]) -> float | None:
+    """The score of the last task reward appended (a reward function's, ``Runners.reward``'s);
+    a critic's verdict on a node (an item naming the node it ``judged``) is no task reward and
+    stays in ``changes`` only."""
     reward = None
     for item in items:
-        score = item.get("score") if isinstance(item, Mapping) else None
+        judged = item.get("judged") if isinstance(item, Mapping) else None
+        score = item.get("score") if isinstance(item, Mapping) and not judged else None
         if isinstance(score, (int, float)) and not isinstance(score, bool):
             reward = float(score)
     return reward

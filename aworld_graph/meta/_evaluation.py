@@ -27,6 +27,7 @@ class Evaluator:
     pool: Mapping[str, ChatModel]
     concurrency: int
     run_conf: RunConfig | None
+    retry_errors: bool = False
 
     async def __call__(self, c: Candidate, split: str) -> Evaluation:
         """``c`` on ``split``: its stored evaluation, or a new one (saved, with an event)."""
@@ -48,6 +49,7 @@ class Evaluator:
             checkpointer=state.saver,
             concurrency=self.concurrency,
             run_conf=self.run_conf,
+            retry_errors=self.retry_errors,
         )
         c.evals[split] = ev
         state.store.save_eval(state.run_id, ev)

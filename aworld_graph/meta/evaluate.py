@@ -8,7 +8,10 @@ Each task runs once on thread ``<prefix>-<task id>.r0`` through
 :func:`~aworld_graph.rollout.rollout`, so it is checkpointed, scored with the reward
 function and stored as an episode reward; its run metadata carries ``meta_run``,
 ``candidate``, ``split`` and ``task``. Evaluating again with the same ids reads the finished
-runs back instead of running them again (that is how an interrupted optimization resumes).
+runs back instead of running them again (that is how an interrupted optimization resumes); a
+run that ended in an error is read back too, as the error it was (a deterministic runaway is
+recorded once, not repeated on every resume), unless ``retry_errors=True``. A run that was
+stopped mid-way (a kill) is continued from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from .._batch import saver_or_default
 from ..config import RunConfig
+from ..export.runs import Run, load_run
 from ..graph import GraphSource
-from ..rewards import RewardFn
+from ..rewards import RewardFn, episode_reward, score_response
 from ..task import Task
+from ..trajectory import usage_of
 from .candidates import Evaluation
 from .tasks import TaskItem
 
@@ -128,13 +134,23 @@ async def evaluate(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     concurrency: int = 4,
     run_conf: RunConfig | None = None,
+    retry_errors: bool = False,
 ) -> Evaluation:
     """Run ``swarm`` once on every task of ``items`` (at most ``concurrency`` at once) and score
     the answers with ``reward``; see the module docstring for where the runs go.
-    ``run_conf=RunConfig(engine_name="ray", ...)`` fans the runs out to Ray workers."""
+    ``run_conf=RunConfig(engine_name="ray", ...)`` fans the runs out to Ray workers.
+    ``retry_errors``: run again the tasks whose stored run ended in an error (by default they
+    are read back and scored as they ended)."""
     from ..rollout import rollout
 
     prefix = thread_prefix(run_id, candidate, split)
+    saver = saver_or_default(checkpointer)
+    failed: dict[str, Run] = {}
+    if not retry_errors:
+        for item in items:
+            found = load_run(saver, f"{prefix}-{_safe(item.id)}.r0")
+            if found is not None and found.status == "error":
+                failed[item.id] = found
     tasks = [
         Task(
             input=item.input,
@@ -144,6 +160,7 @@ async def evaluate(
             metadata={"meta_run": run_id, "candidate": candidate, "split": split, "task": item.id},
         )
         for item in items
+        if item.id not in failed
     ]
     started = time.perf_counter()
     groups = await rollout(
@@ -152,17 +169,33 @@ async def evaluate(
         reward_fn=reward,
         threshold=threshold,
         concurrency=concurrency,
-        checkpointer=checkpointer,
+        checkpointer=saver,
         run_conf=run_conf,
     )
+    ran = {g.task.metadata["task"]: g.runs[0] for g in groups}
     result = Evaluation(candidate=candidate, split=split)
-    for item, group in zip(items, groups, strict=True):
-        run = group.runs[0]
-        result.scores[item.id] = run.score
-        result.threads[item.id] = run.thread_id
-        result.statuses[item.id] = run.response.status
-        result.llm_calls += run.response.llm_calls
-        result.tokens += int(run.response.usage.get("total_tokens", 0))
+    for item in items:
+        if item.id in failed:
+            stored = failed[item.id]
+            done = episode_reward(stored.rewards)
+            score = (
+                float(done["score"])
+                if done is not None and done.get("score") is not None
+                else score_response(stored.answer, item.expected, reward).score
+            )
+            calls, usage = usage_of(stored.trace)
+            result.scores[item.id] = score
+            result.threads[item.id] = stored.thread_id
+            result.statuses[item.id] = "error"
+            result.llm_calls += calls
+            result.tokens += usage["total_tokens"]
+            continue
+        done_run = ran[item.id]
+        result.scores[item.id] = done_run.score
+        result.threads[item.id] = done_run.thread_id
+        result.statuses[item.id] = done_run.response.status
+        result.llm_calls += done_run.response.llm_calls
+        result.tokens += int(done_run.response.usage.get("total_tokens", 0))
     result.seconds = time.perf_counter() - started
     values = list(result.scores.values())
     if values:

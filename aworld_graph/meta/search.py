@@ -79,6 +79,10 @@ class Optimizer:
     run_conf: RunConfig | None = None
     """Where each candidate's evaluation runs (``RunConfig(engine_name="ray", worker_num=N)``
     fans it out to Ray workers; the models given here must then be module attributes)."""
+    retry_errors: bool = False
+    """Run again the stored runs of a resumed optimization that ended in an error (by default
+    they are read back and keep the score they ended with, so a deterministic failure costs
+    its calls once)."""
     selection: Literal["best", "pareto"] = "best"
     """How a parent is chosen."""
     min_gain: float = 0.0
@@ -163,6 +167,7 @@ class Optimizer:
             pool=self.pool,
             concurrency=self.concurrency,
             run_conf=self.run_conf,
+            retry_errors=self.retry_errors,
         )
         iterations = Iterations(
             state=state,

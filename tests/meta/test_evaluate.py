@@ -138,3 +138,64 @@ async def test_a_failing_run_scores_zero_and_is_counted_as_an_error(tmp_path: Pa
         agent, items, reward=numeric, checkpointer=TrajectorySaver(tmp_path / "e.db")
     )
     assert ev.scores == {"ok": 1.0, "bad": 0.0} and ev.statuses["bad"] == "error" and ev.errors == 1
+
+
+async def test_an_errored_run_is_read_back_once_recorded_and_retried_only_when_asked(
+    tmp_path: Path,
+) -> None:
+    """A deterministic runaway (here: a model that always fails on one input) costs its calls
+    once: evaluating again with the same ids reads the error back; retry_errors runs it again."""
+    seen: list[str] = []
+
+    def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        question = str(messages[-1]["content"])
+        seen.append(question)
+        if "runaway" in question:
+            raise RuntimeError("the argument ran past the timeout")
+        return "7"
+
+    agent = Agent(name="fragile", model=FunctionModel(reply))
+    saver = TrajectorySaver(tmp_path / "e.db")
+    items = [
+        TaskItem(id="ok", input="fine", expected=7, split="train"),
+        TaskItem(id="bad", input="runaway", expected=7, split="train"),
+    ]
+    first = await evaluate(agent, items, reward=numeric, run_id="r", checkpointer=saver)
+    assert first.statuses == {"ok": "finished", "bad": "error"} and seen.count("runaway") == 1
+    again = await evaluate(agent, items, reward=numeric, run_id="r", checkpointer=saver)
+    assert seen.count("runaway") == 1 and seen.count("fine") == 1  # nothing ran again
+    assert again.scores == first.scores == {"ok": 1.0, "bad": 0.0}
+    assert again.statuses == first.statuses and again.threads == first.threads
+    retried = await evaluate(
+        agent, items, reward=numeric, run_id="r", checkpointer=saver, retry_errors=True
+    )
+    assert seen.count("runaway") == 2 and seen.count("fine") == 1  # only the error ran again
+    assert retried.statuses["bad"] == "error" and retried.scores["bad"] == 0.0
+
+
+async def test_the_trajectory_reward_column_holds_task_rewards_not_critic_scores(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    from aworld_graph.meta import synthetic as syn
+    from aworld_graph.meta.candidates import materialize
+
+    tasks = syn.synthetic_tasks(train=4, dev=0, test=0)
+    saver = TrajectorySaver(tmp_path / "t.db")
+    ev = await evaluate(
+        materialize(syn.oracle_spec(), model=syn.student_model()),
+        tasks.train,
+        reward=tasks.reward,
+        run_id="t",
+        checkpointer=saver,
+    )
+    with sqlite3.connect(tmp_path / "t.db") as conn:
+        rows = conn.execute(
+            "SELECT thread_id, nodes, reward, changes FROM trajectory WHERE thread_id LIKE 'meta-t-%'"
+        ).fetchall()
+    critic_steps = [r for r in rows if "solver_tool_check" in r[1]]
+    assert critic_steps and all(r[2] is None for r in critic_steps)  # the verdicts are kept apart
+    assert all('"judged":"solver"' in r[3] for r in critic_steps)  # ... in the step's changes
+    scored = {r[0]: r[2] for r in rows if r[2] is not None}
+    assert scored == {ev.threads[t]: s for t, s in ev.scores.items()}  # one task reward per run
