@@ -25,7 +25,7 @@ from ._page import PageRoutes
 from ._run_routes import RunRoutes
 from ._runs import RunManager
 from ._threads import Threads
-from ._wire import ApiError
+from ._wire import ApiError, dumps
 
 __all__ = ["ServerApp"]
 
@@ -169,8 +169,9 @@ class ServerApp:
 
     @staticmethod
     def json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
-        body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
-        return Response(body, status, headers=dict(headers or {}), media_type="application/json")
+        return Response(
+            dumps(data), status, headers=dict(headers or {}), media_type="application/json"
+        )
 
     @staticmethod
     def error(status: int, code: str, message: str) -> Response:

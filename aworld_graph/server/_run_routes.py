@@ -115,6 +115,7 @@ class RunRoutes:
             metadata={**fresh.get("metadata", {}), **metadata},
             kwargs={k: body.get(k) for k in ("input", "command", "stream_mode", "config")},
             check=(lambda: self._check(thread_id, text, has_resume)) if busy else None,
+            new_thread=new,
         )
         if new:  # nobody else knows this thread: its record goes when the run ends
             assert run.task is not None
@@ -305,10 +306,11 @@ class RunRoutes:
             try:
                 if start == 0:
                     yield sse("metadata", {"run_id": run.run_id, "attempt": 1})
-                async for index, mode, data in run.feed.follow(start):
-                    event = _wanted(mode, modes)
-                    if event is not None:
-                        yield sse(event, data, str(index))
+                async for ready in run.feed.follow(start):
+                    wanted = [(_wanted(mode, modes), i, data) for i, mode, data in ready]
+                    chunk = b"".join(sse(e, data, str(i)) for e, i, data in wanted if e)
+                    if chunk:
+                        yield chunk
                 ended = True
             finally:
                 if not ended and cancel_on_disconnect and not run.done.is_set():

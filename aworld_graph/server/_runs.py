@@ -50,15 +50,18 @@ class Feed:
         self._grew.set()
         self._grew = asyncio.Event()
 
-    async def follow(self, start: int = 0) -> AsyncIterator[tuple[int, str, Any]]:
-        """``(index, mode, data)`` from ``start`` on, waiting for more until the feed closes."""
+    async def follow(self, start: int = 0) -> AsyncIterator[list[tuple[int, str, Any]]]:
+        """The parts from ``start`` on as ``(index, mode, data)``, in lists of those there are
+        when the reader looks (a stream writes each list at once), waiting for more until the
+        feed closes."""
         i = start
         while True:
             grew = self._grew
-            while i < len(self.items):
-                mode, data = self.items[i]
-                yield i, mode, data
-                i += 1
+            if i < len(self.items):
+                ready = self.items[i:]
+                yield [(i + k, mode, data) for k, (mode, data) in enumerate(ready)]
+                i += len(ready)
+                continue  # more may have come while the reader wrote these
             if self.closed:
                 return
             await grew.wait()
@@ -85,6 +88,8 @@ class Run:
     error: dict[str, str] | None = None
     """``{"error", "message"}`` when it failed."""
     cancel_action: str | None = None
+    new_thread: bool = False
+    """The thread was made for this run (a run without a thread): nothing to read back."""
 
     def json(self) -> dict[str, Any]:
         """The API's ``Run`` object."""
@@ -217,6 +222,7 @@ class RunManager:
         metadata: dict[str, Any],
         kwargs: dict[str, Any],
         check: Callable[[], Awaitable[None]] | None = None,
+        new_thread: bool = False,
     ) -> Run:
         """Queue a run of ``assistant`` on ``thread_id`` and start it (or, with
         ``enqueue``, start it when the runs before it on the thread have ended). ``check``
@@ -240,6 +246,7 @@ class RunManager:
             multitask_strategy=multitask_strategy,
             metadata=metadata,
             kwargs=kwargs,
+            new_thread=new_thread,
         )
         self.runs[run.run_id] = run
         self._forget_old()
@@ -312,6 +319,7 @@ class RunManager:
             conf=TaskConfig(stream=True),
             metadata=metadata,
         )
+        task._new_thread = run.new_thread  # a thread id made just now has nothing stored
         graph = open_graph(task)
         try:
             response, _ = await drive(

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 
+import orjson
+
 from .._run_impl import pending_nodes
 from .._secrets import strip_secrets
 
@@ -20,6 +22,7 @@ __all__ = [
     "ApiError",
     "checkpoint_ref",
     "clean",
+    "dumps",
     "input_text",
     "jsonable",
     "now",
@@ -44,9 +47,22 @@ def now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def jsonable(value: Any, _depth: int = 0) -> Any:
     """``value`` as plain JSON types: containers recursively, LangGraph interrupts as
     ``{"value", "id"}``, dataclasses and pydantic models as dicts, anything else as text."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if _depth < 64 and (kind is dict or kind is list):  # what states are made of: no detour
+        deeper = _depth + 1
+        if kind is dict:
+            return {
+                str(k): v if type(v) in _SCALARS else jsonable(v, deeper) for k, v in value.items()
+            }
+        return [v if type(v) in _SCALARS else jsonable(v, deeper) for v in value]
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if _depth > 64:
@@ -191,8 +207,17 @@ def input_text(value: Any) -> str | None:
     )
 
 
+def dumps(data: Any) -> bytes:
+    """A clean value as compact UTF-8 JSON: orjson's (the JSON library LangGraph's client
+    reads with), else – for what orjson refuses, such as an integer over 64 bits or a lone
+    surrogate – the standard library's."""
+    try:
+        return orjson.dumps(data)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json.dumps(data, separators=(",", ":")).encode()
+
+
 def sse(event: str, data: Any, ident: str | None = None) -> bytes:
     """One server-sent event."""
     head = f"id: {ident}\n" if ident is not None else ""
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f"{head}event: {event}\ndata: {body}\n\n".encode()
+    return f"{head}event: {event}\ndata: ".encode() + dumps(data) + b"\n\n"
