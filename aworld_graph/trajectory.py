@@ -95,6 +95,43 @@ def _owners(
     return owned
 
 
+def _item(
+    number: int,
+    ids: tuple[str | None, str, str | None],
+    at: Mapping[str, Any],
+    pre_agent: str | None,
+    *,
+    kind: Any,
+    agent: Any,
+    execute_time: str | None,
+    checkpoint_id: str | None,
+    state: dict[str, Any],
+    action: dict[str, Any],
+    reward: dict[str, Any],
+) -> dict[str, Any]:
+    """The ``number``-th trajectory item of the run ``ids`` = ``(session_id, task_id,
+    task_name)``: of the step whose ``node`` and ``step`` are ``at``'s."""
+    session_id, task_id, task_name = ids
+    return {
+        "id": f"{task_id}_{number}",
+        "meta": {
+            "session_id": session_id,
+            "task_id": task_id,
+            "task_name": task_name,
+            "agent_id": agent,
+            "step": at.get("step"),
+            "execute_time": execute_time,
+            "pre_agent": pre_agent,
+            "checkpoint_id": checkpoint_id,
+            "node": at.get("node"),
+            "kind": kind,
+        },
+        "state": state,
+        "action": action,
+        "reward": reward,
+    }
+
+
 def build_trajectory(
     values: Mapping[str, Any],
     *,
@@ -114,6 +151,7 @@ def build_trajectory(
     messages: list[dict[str, Any]] = list(values.get("messages") or [])
     rewards: list[dict[str, Any]] = list(values.get("rewards") or [])
     checkpoints = checkpoints or {}
+    ids = (session_id, task_id, task_name)
     items: list[dict[str, Any]] = []
     pre_agent: str | None = None
     steps_of = _item_steps(trace)
@@ -167,26 +205,21 @@ def build_trajectory(
             else:
                 status = "success"
         items.append(
-            {
-                "id": f"{task_id}_{len(items) + 1}",
-                "meta": {
-                    "session_id": session_id,
-                    "task_id": task_id,
-                    "task_name": task_name,
-                    "agent_id": record.get("agent"),
-                    "step": record.get("step"),
-                    "execute_time": created_at,
-                    "pre_agent": pre_agent,
-                    "checkpoint_id": checkpoint_id,
-                    "node": record.get("node"),
-                    "kind": kind,
-                },
-                "state": {
+            _item(
+                len(items) + 1,
+                ids,
+                record,
+                pre_agent,
+                kind=kind,
+                agent=record.get("agent"),
+                execute_time=created_at,
+                checkpoint_id=checkpoint_id,
+                state={
                     "input": user_input,
                     "messages": context,
                     "context": dict(values.get("context") or {}),
                 },
-                "action": {
+                action={
                     "content": record.get("content") if kind != "limit" else None,
                     "tool_calls": _openai_calls(record.get("tool_calls") or []),
                     "is_agent_finished": kind == "llm" and not record.get("tool_calls"),
@@ -202,39 +235,34 @@ def build_trajectory(
                         "unavailable_servers": record.get("unavailable_servers"),
                     },
                 },
-                "reward": {
+                reward={
                     "tool_outputs": outputs,
                     "status": status,
                     "score": score,
                     "rewards": [dict(r) for r in step_rewards],
                 },
-            }
+            )
         )
         pre_agent = record.get("agent")
     for error in errors or []:
         items.append(
-            {
-                "id": f"{task_id}_{len(items) + 1}",
-                "meta": {
-                    "session_id": session_id,
-                    "task_id": task_id,
-                    "task_name": task_name,
-                    "agent_id": error.get("node"),
-                    "step": error.get("step"),
-                    "execute_time": None,
-                    "pre_agent": pre_agent,
-                    "checkpoint_id": error.get("checkpoint_id"),
-                    "node": error.get("node"),
-                    "kind": "error",
-                },
-                "state": {"input": None, "messages": [], "context": {}},
-                "action": {
+            _item(
+                len(items) + 1,
+                ids,
+                error,
+                pre_agent,
+                kind="error",
+                agent=error.get("node"),
+                execute_time=None,
+                checkpoint_id=error.get("checkpoint_id"),
+                state={"input": None, "messages": [], "context": {}},
+                action={
                     "content": None,
                     "tool_calls": [],
                     "is_agent_finished": False,
                     "ext_info": {"error": error.get("error")},
                 },
-                "reward": {"tool_outputs": [], "status": "error", "score": None, "rewards": []},
-            }
+                reward={"tool_outputs": [], "status": "error", "score": None, "rewards": []},
+            )
         )
     return items

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -31,6 +30,7 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._env_vars import substitute_vars
 from .._secrets import register_secret
 from ..errors import ConfigError
 
@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 _MASK = "***"
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _TYPE_ALIASES = {
     "stdio": "stdio",
     "sse": "sse",
@@ -294,26 +293,16 @@ def _parse_server(
 
 def _substitute(value: Any, where: str, problems: list[str]) -> Any:
     """Replace ``${VAR}`` in every string of ``value``, noting unset variables."""
-    if isinstance(value, str):
 
-        def replace(match: re.Match[str]) -> str:
-            var, default = match.group(1), match.group(2)
-            if var in os.environ:
-                return os.environ[var]
-            if default is not None:
-                return default
-            problems.append(
-                f"{where}: environment variable {var} is not set; export it, "
-                f"or write ${{{var}:-default}} to give a default"
-            )
-            return ""
+    def unset(var: str, path: tuple[Any, ...]) -> str:
+        at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+        problems.append(
+            f"{where}{at}: environment variable {var} is not set; export it, "
+            f"or write ${{{var}:-default}} to give a default"
+        )
+        return ""
 
-        return _VAR.sub(replace, value)
-    if isinstance(value, Mapping):
-        return {k: _substitute(v, f"{where}.{k}", problems) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, f"{where}[{i}]", problems) for i, v in enumerate(value)]
-    return value
+    return substitute_vars(value, unset)
 
 
 _FIXES = {

@@ -8,14 +8,13 @@ or ``RecursionError``.
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .._env_vars import substitute_vars
 from ._problems import Problem, field_path
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_VALUES", "Source", "YamlTooBig", "display_path"]
@@ -96,7 +95,6 @@ def _check_shape(root: yaml.Node) -> None:
 
 
 Path_ = tuple[Any, ...]
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _RAW_FIELDS = ("mcp_config",)
 """Fields whose ``${VAR}`` are left for the MCP loader (they may name secrets: env, headers)."""
 
@@ -231,29 +229,14 @@ def _walk(node: yaml.Node, path: Path_, source: Source) -> None:
 
 
 def _substitute(value: Any, path: Path_, source: Source) -> Any:
-    if isinstance(value, str):
-
-        def replace(match: re.Match[str]) -> str:
-            var, default = match.group(1), match.group(2)
-            if var in os.environ:
-                return os.environ[var]
-            if default is not None:
-                return default
-            source.problems.append(
-                source.problem(
-                    path,
-                    f"environment variable {var} is not set",
-                    f"export {var}, or write ${{{var}:-default}} to give a default",
-                )
+    def unset(var: str, at: Path_) -> str:
+        source.problems.append(
+            source.problem(
+                at,
+                f"environment variable {var} is not set",
+                f"export {var}, or write ${{{var}:-default}} to give a default",
             )
-            return match.group(0)
+        )
+        return f"${{{var}}}"  # left as written
 
-        return _VAR.sub(replace, value)
-    if isinstance(value, dict):
-        return {
-            k: v if k in _RAW_FIELDS else _substitute(v, path + (k,), source)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_substitute(v, path + (i,), source) for i, v in enumerate(value)]
-    return value
+    return substitute_vars(value, unset, path=path, raw=_RAW_FIELDS)
