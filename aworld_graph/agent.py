@@ -2,6 +2,9 @@
 
 An agent's LLM call is one superstep (node ``<name>``) and executing the tool calls it asked
 for is another (node ``<name>__tools``), so each is its own checkpoint and trajectory step.
+
+An agent given no ``model=`` runs on :func:`resolve_model` of its ``conf``: the
+``AgentConfig``, else the ``LLM_*`` environment, else the embedded local model.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._resolve import resolve_model
 from .config import AgentConfig
 from .errors import DefinitionError
 from .model import ChatModel
@@ -19,7 +23,7 @@ from .tools import Tool
 if TYPE_CHECKING:
     from .tools import ToolProvider
 
-__all__ = ["Agent", "tools_node_name"]
+__all__ = ["Agent", "resolve_model", "tools_node_name"]
 
 _RESERVED = re.compile(r"[|:]|^__|__tools$")
 

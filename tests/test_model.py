@@ -8,7 +8,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from aworld_graph import Agent, AgentConfig, ModelError, OpenAIModel, Runners
-from aworld_graph._resolve import resolve_model
+from aworld_graph.agent import resolve_model
 from aworld_graph.errors import ModelNotAvailable, UnexpectedModelCall
 from tests.fake_openai import FakeOpenAI, calls, raw_args, status, text
 

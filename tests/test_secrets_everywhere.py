@@ -13,17 +13,17 @@ import pytest
 from click.testing import CliRunner
 
 from aworld_graph import Agent, Runners, tool
-from aworld_graph._secrets import (
+from aworld_graph.checkpoint import TrajectorySaver
+from aworld_graph.cli import main
+from aworld_graph.environment import load_mcp_config
+from aworld_graph.export import FORMATS, export
+from aworld_graph.secrets import (
     REDACTED,
     may_hold_secrets,
     register_secret,
     scrub_text,
     strip_secrets,
 )
-from aworld_graph.checkpoint import TrajectorySaver
-from aworld_graph.cli import main
-from aworld_graph.environment import load_mcp_config
-from aworld_graph.export import FORMATS, export
 from aworld_graph.testing import ScriptedModel, tool_call
 from tests.fake_openai import FakeOpenAI, status
 

@@ -15,14 +15,12 @@ import ast
 import importlib
 import importlib.machinery
 import importlib.util
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..examples import calculator
-from ..state import SwarmState
+from ..examples import agrees_with_tools, calculator, contains_number
 from ..tools import Tool
 
 __all__ = [
@@ -35,47 +33,6 @@ __all__ = [
     "import_ref",
     "ref_of",
 ]
-
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-
-
-def contains_number(output: str, state: SwarmState) -> tuple[float, str]:
-    """A scorer that passes answers stating a number (works even with a weak model)."""
-    if _NUMBER.search(output or ""):
-        return 1.0, "The answer states a number."
-    return 0.0, "State the final answer as a number; use the calculator tool to compute it."
-
-
-def agrees_with_tools(output: str, state: SwarmState) -> tuple[float, str]:
-    """A scorer that passes answers stating the last numeric tool result (e.g. the calculator's),
-    or any number when no tool returned one."""
-    stated = [n.replace(",", "") for n in _NUMBER.findall(output or "")]
-    if not stated:
-        return contains_number(output, state)
-    results = [
-        value
-        for m in state.get("messages") or []
-        if m.get("role") == "tool" and (value := _as_number(m.get("content"))) is not None
-    ]
-    if not results:
-        return 1.0, "The answer states a number."
-    expected = results[-1]
-    for text in stated:
-        places = len(text.partition(".")[2])
-        if abs(round(expected, places) - float(text)) < 1e-9:
-            return 1.0, f"The answer states the tool's result {text}."
-    return 0.0, (  # the feedback does not give the number away: echoing it must not pass
-        "The answer does not state the result the calculator returned; "
-        "state the calculator's result as the final answer."
-    )
-
-
-def _as_number(value: Any) -> float | None:
-    try:
-        return float(str(value).strip())
-    except ValueError:
-        return None
-
 
 BUILTIN_TOOLS: dict[str, Tool] = {"calculator": calculator}
 """Tools a card may name without an import path."""

@@ -95,9 +95,7 @@ def test_access_paths_use_indexes(saver: TrajectorySaver) -> None:
 
 def _count_statements(saver: TrajectorySaver, action: Any) -> int:
     """Statements the saver runs for ``action``, counted with SQLite's trace hook on the
-    connections it opens (``_db`` opens every connection with ``sqlite3.connect``)."""
-    import aworld_graph.checkpoint._db as db_module
-
+    connections it opens (it opens every connection with ``sqlite3.connect``)."""
     statements: list[str] = []
     saver.close()
     real = sqlite3.connect
@@ -107,11 +105,11 @@ def _count_statements(saver: TrajectorySaver, action: Any) -> int:
         conn.set_trace_callback(statements.append)
         return conn
 
-    db_module.sqlite3.connect = traced  # type: ignore[assignment]
+    sqlite3.connect = traced  # type: ignore[assignment]
     try:
         action()
     finally:
-        db_module.sqlite3.connect = real  # type: ignore[assignment]
+        sqlite3.connect = real
     return len(statements)
 
 

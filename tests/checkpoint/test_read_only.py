@@ -13,11 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import aworld_graph.cli.checkpoints  # noqa: F401  (registers the commands)
-import aworld_graph.cli.export  # noqa: F401
 from aworld_graph import Agent, Runners
 from aworld_graph.checkpoint import TrajectorySaver
-from aworld_graph.cli._app import main
+from aworld_graph.cli import main
 from aworld_graph.errors import ConfigError
 from aworld_graph.testing import ScriptedModel
 

@@ -25,7 +25,7 @@ def test_credentials_inside_text_are_redacted_and_the_rest_kept() -> None:
 def test_the_quick_scan_flags_everything_strip_secrets_would_change() -> None:
     import json
 
-    from aworld_graph._secrets import may_hold_secrets
+    from aworld_graph.secrets import may_hold_secrets
 
     changed = [
         {"api_key": "x"},

@@ -211,19 +211,27 @@ async def test_async_writes_do_not_block_the_event_loop(db_path: Path) -> None:
 
 @pytest.mark.parametrize(("durability", "synchronous"), [("normal", 1), ("full", 2)])
 def test_durability_modes_and_every_write_is_committed_when_it_returns(
-    tmp_path: Path, durability: str, synchronous: int
+    tmp_path: Path, durability: str, synchronous: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``normal``: WAL with ``synchronous=NORMAL``; ``full``: ``synchronous=FULL`` (SQLite
     flushes the log inside each commit). In both, a returned put/put_writes is visible to
     another connection at once: nothing is queued for later."""
-    from aworld_graph.checkpoint._db import SqliteDatabase
+    opened: list[sqlite3.Connection] = []  # the connections the saver opens
+    real = sqlite3.connect
 
-    db = SqliteDatabase(tmp_path / "pragmas.db", durability)  # type: ignore[arg-type]
-    with db.read() as tx:
-        assert tx.one("PRAGMA journal_mode") == ("wal",)
-        assert tx.one("PRAGMA synchronous") == (synchronous,)
-        assert tx.one("PRAGMA busy_timeout")[0] >= 10_000  # type: ignore[index]
-    db.close()
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        opened.append(real(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    with TrajectorySaver(tmp_path / "pragmas.db", durability=durability) as probe:  # type: ignore[arg-type]
+        probe.threads()
+        assert opened
+        for conn in opened:
+            assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+            assert conn.execute("PRAGMA synchronous").fetchone() == (synchronous,)
+            assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 10_000
+    monkeypatch.undo()
     saver = TrajectorySaver(tmp_path / f"{durability}.db", durability=durability)  # type: ignore[arg-type]
     config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 

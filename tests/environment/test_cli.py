@@ -9,13 +9,12 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-import aworld_graph.cli.env  # noqa: F401  (registers the env commands)
-from aworld_graph.cli._app import main
+from aworld_graph.cli import main
 from aworld_graph.environment import Sandbox
 
 from .conftest import bad
 
-CLI = "import aworld_graph.cli.env; from aworld_graph.cli._app import main; main()"
+CLI = "from aworld_graph.cli import main; main()"
 
 
 def test_serve_help() -> None:

@@ -1,15 +1,51 @@
-"""The bundled environment's tools as plain functions: safe arithmetic and rooted files."""
+"""The bundled environment's tools, called in process on the server ``build_server`` makes
+(as an MCP client calls them): safe arithmetic and rooted files."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mcp.server.mcpserver.exceptions import ToolError
 
-from aworld_graph.environment._calculator import CalculatorError, calculate
-from aworld_graph.environment._files import FileAccessError, RootedFiles
+from aworld_graph.environment.server import build_server
 
 from .conftest import make_root
+
+
+def _call(server: Any, name: str, **arguments: Any) -> Any:
+    """The tool's result (its structured value, else its text); a refusal raises ToolError."""
+    result = asyncio.run(server.call_tool(name, arguments))
+    if result.structured_content is not None:
+        return result.structured_content["result"]
+    return "".join(block.text for block in result.content)
+
+
+def calculate(expression: str) -> Any:
+    return _call(build_server("."), "calculator", expression=expression)
+
+
+class ServedFiles:
+    """The file tools of a server confined to ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.server = build_server(root)
+        self.root = root.resolve()
+
+    @classmethod
+    def at(cls, root: Path) -> ServedFiles:
+        return cls(root)
+
+    def read_file(self, path: str) -> str:
+        return str(_call(self.server, "read_file", path=path))
+
+    def list_files(self, path: str = ".") -> str:
+        return str(_call(self.server, "list_files", path=path))
+
+    def search_files(self, pattern: str, path: str = ".") -> str:
+        return str(_call(self.server, "search_files", pattern=pattern, path=path))
 
 
 @pytest.mark.parametrize(
@@ -56,13 +92,13 @@ def test_calculator_computes(expression: str, value: float) -> None:
     ],
 )
 def test_calculator_refuses(expression: str, reason: str) -> None:
-    with pytest.raises(CalculatorError, match=reason.replace("(", r"\(").replace("*", r"\*")):
+    with pytest.raises(ToolError, match=reason.replace("(", r"\(").replace("*", r"\*")):
         calculate(expression)
 
 
 @pytest.fixture
-def files(tmp_path: Path) -> RootedFiles:
-    return RootedFiles.at(make_root(tmp_path))
+def files(tmp_path: Path) -> ServedFiles:
+    return ServedFiles.at(make_root(tmp_path))
 
 
 @pytest.mark.parametrize(
@@ -77,21 +113,21 @@ def files(tmp_path: Path) -> RootedFiles:
         "~",
     ],
 )
-def test_paths_outside_the_root_are_refused(files: RootedFiles, path: str) -> None:
+def test_paths_outside_the_root_are_refused(files: ServedFiles, path: str) -> None:
     for call in (files.read_file, files.list_files):
-        with pytest.raises(FileAccessError, match="outside the environment root"):
+        with pytest.raises(ToolError, match="outside the environment root"):
             call(path)
-    with pytest.raises(FileAccessError, match="outside the environment root"):
+    with pytest.raises(ToolError, match="outside the environment root"):
         files.search_files("secret", path)
 
 
-def test_absolute_path_inside_root_and_inner_links_work(files: RootedFiles) -> None:
+def test_absolute_path_inside_root_and_inner_links_work(files: ServedFiles) -> None:
     assert files.read_file(str(files.root / "hello.txt")).startswith("hello world")
     assert files.read_file("link_in").startswith("hello world")
     assert files.read_file("docs/../hello.txt").startswith("hello world")
 
 
-def test_list_read_search(files: RootedFiles) -> None:
+def test_list_read_search(files: ServedFiles) -> None:
     listing = files.list_files(".").splitlines()
     assert "docs/" in listing and "hello.txt  (24 bytes)" in listing
     assert files.list_files("docs") == "notes.md  (26 bytes)"
@@ -107,16 +143,16 @@ def test_list_read_search(files: RootedFiles) -> None:
     assert files.search_files("[unclosed") == "no matches for '[unclosed' under '.'"
 
 
-def test_read_errors(files: RootedFiles, tmp_path: Path) -> None:
-    with pytest.raises(FileAccessError, match="is a directory"):
+def test_read_errors(files: ServedFiles, tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match="is a directory"):
         files.read_file("docs")
-    with pytest.raises(FileAccessError, match="is missing"):
+    with pytest.raises(ToolError, match="is missing"):
         files.read_file("nope.txt")
     (files.root / "blob.bin").write_bytes(b"\x00\x01\x02")
-    with pytest.raises(FileAccessError, match="binary"):
+    with pytest.raises(ToolError, match="binary"):
         files.read_file("blob.bin")
-    with pytest.raises(FileAccessError, match="not a directory"):
-        RootedFiles.at(tmp_path / "missing")
+    with pytest.raises(ValueError, match="not a directory"):
+        ServedFiles.at(tmp_path / "missing")
 
 
 @pytest.mark.parametrize(
@@ -126,16 +162,18 @@ def test_read_errors(files: RootedFiles, tmp_path: Path) -> None:
 def test_a_catastrophic_pattern_is_stopped_with_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str
 ) -> None:
-    import aworld_graph.environment._files as files_module
-
-    monkeypatch.setattr(files_module, "SEARCH_SECONDS", 0.05)
+    # the limit (2 s) made short, so that four patterns take no 8 s: the one private name here
+    monkeypatch.setattr("aworld_graph.environment._files.SEARCH_SECONDS", 0.05)
     (tmp_path / "long.txt").write_text(
         "ok\n" + "a" * 40 + "x" * 40 + "aaaaaaaaaaaaaaaaaaaaaaaaaaaa!\n"
     )
-    files = RootedFiles.at(tmp_path)
-    with pytest.raises(FileAccessError) as info:
+    files = ServedFiles.at(tmp_path)
+    with pytest.raises(ToolError) as info:
         files.search_files(pattern)
     message = str(info.value)
-    assert message.startswith(f"search_files stopped: pattern {pattern!r} took longer than 0.05 s")
+    assert (
+        f"search_files: search_files stopped: pattern {pattern!r} took longer than 0.05 s"
+        in message
+    )
     assert "(at long.txt:2)" in message and "search for plain text" in message
     assert files.search_files("ok") == "long.txt:1: ok"  # the next search works

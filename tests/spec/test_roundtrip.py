@@ -20,8 +20,8 @@ from aworld_graph import (
     Tool,
     edge,
 )
+from aworld_graph.examples import contains_number
 from aworld_graph.spec import dump_workflow, load_workflow, swarm_to_yaml
-from aworld_graph.spec._registry import contains_number
 from tests.spec import helpers
 
 ROOT = Path(__file__).resolve().parents[2]
