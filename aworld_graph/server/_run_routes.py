@@ -27,6 +27,32 @@ __all__ = ["RunRoutes"]
 
 _STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
+_FORK = "fork from it first (POST /threads/THREAD/state with its checkpoint_id), then run"
+_UNSERVED = {
+    "interrupt_before": "put a human step (Human) in the workflow where a run should wait",
+    "interrupt_after": "put a human step (Human) in the workflow where a run should wait",
+    "checkpoint": f"to run from an earlier checkpoint, {_FORK} with input null",
+    "checkpoint_id": f"to run from an earlier checkpoint, {_FORK} with input null",
+    "webhook": "join the run instead (GET /threads/THREAD/runs/RUN/join)",
+    "after_seconds": "create the run when it should start",
+    "context": "put the values into the state's context (input or POST /threads/THREAD/state)",
+}
+"""Run options of LangGraph's API this server does not serve: asked for, they are a 422 that
+says what to do instead, never silently ignored."""
+
+
+def _unserved(body: Mapping[str, Any]) -> None:
+    for name, instead in _UNSERVED.items():
+        if body.get(name) not in (None, "", 0, [], {}):
+            raise ApiError(422, "unsupported_option", f"{name} is not served here; {instead}")
+    if body.get("on_completion") not in (None, "keep"):
+        raise ApiError(
+            422,
+            "unsupported_option",
+            "on_completion='delete' is not served: a run's thread is kept; delete it with "
+            "DELETE /threads/THREAD when done",
+        )
+
 
 def _modes(value: Any) -> list[str]:
     modes = [value] if isinstance(value, str) else list(value or ["values"])
@@ -63,6 +89,7 @@ class RunRoutes:
 
     async def _create(self, request: Request, thread_id: str | None) -> tuple[Run, dict[str, Any]]:
         body = await self.app.body(request)
+        _unserved(body)
         if thread_id is None:
             thread_id = body.get("thread_id")
         assistant = self.app.assistants.get(str(body.get("assistant_id") or ""))

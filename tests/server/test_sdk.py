@@ -243,3 +243,19 @@ async def test_stateless_runs_and_if_not_exists(sdk: Any) -> None:
     await sdk.threads.delete("made-here")
     with pytest.raises(NotFoundError):
         await sdk.threads.get("made-here")
+
+
+async def test_run_options_not_served_are_refused_not_ignored(sdk: Any) -> None:
+    thread = (await sdk.threads.create())["thread_id"]
+    refusals = {
+        "interrupt_before": (["counter"], "put a human step"),
+        "webhook": ("http://127.0.0.1:9/done", "join the run"),
+        "checkpoint_id": ("1f0-abc", "fork from it first"),
+        "on_completion": ("delete", "DELETE /threads/THREAD"),
+    }
+    for option, (value, instead) in refusals.items():
+        with pytest.raises(UnprocessableEntityError, match=f"{option}.*not served.*{instead}"):
+            await sdk.runs.create(thread, "counter", input=USER, **{option: value})
+    done = await sdk.runs.wait(thread, "counter", input=USER, on_completion="keep")
+    assert done["answer"] == "4 words"  # nothing was started by the refused ones
+    assert len(await sdk.runs.list(thread)) == 1
