@@ -21,6 +21,7 @@ from langgraph.graph import END
 from . import tracing
 from ._messages import (
     assistant_message,
+    demo_messages,
     last_assistant,
     public_messages,
     render_as_text,
@@ -236,13 +237,11 @@ class AgentRuntime:
         else:
             conversation = history
         prompt: list[Message] = [{"role": "system", "content": self.agent.system_prompt}]
-        for demo in self.agent.demos:
-            prompt += [
-                {"role": "user", "content": demo["input"]},
-                {"role": "assistant", "content": demo["output"]},
-            ]
         conversation = public_messages(conversation)
         text_mode = self.model.profile.tool_results == "text"
+        # examples are turns of their own, rendered as the conversation is (tool calls too)
+        demos = demo_messages(self.agent.demos)
+        prompt += render_as_text(demos) if text_mode else demos
         prompt += render_as_text(conversation) if text_mode else conversation
         specs = await self.specs()
         offer = bool(specs) and not (text_mode and tool_used_this_turn(conversation))

@@ -3,12 +3,17 @@ a private turn's input, and tool calls rewritten as text for models with weak to
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from .model import ModelResponse
 from .state import Message, SwarmState
 
 __all__ = [
     "NUDGE",
     "assistant_message",
+    "demo_messages",
     "last_assistant",
     "public_messages",
     "render_as_text",
@@ -40,6 +45,44 @@ def tool_used_this_turn(messages: list[Message]) -> bool:
         if message.get("role") == "user":
             return False
     return False
+
+
+def demo_messages(demos: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """Few-shot examples as the turns they stand for: the request, the tool calls (with their
+    results) if the example has any, and the answer."""
+    out: list[Message] = []
+    for i, demo in enumerate(demos):
+        question: Message = {"role": "user", "content": str(demo["input"])}
+        out.append(question)
+        calls = list(demo.get("tool_calls") or [])
+        if calls:
+            ids = [f"demo{i}_{j}" for j in range(len(calls))]
+            asked: Message = {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": ids[j],
+                        "type": "function",
+                        "function": {
+                            "name": str(c["name"]),
+                            "arguments": json.dumps(dict(c.get("arguments") or {})),
+                        },
+                    }
+                    for j, c in enumerate(calls)
+                ],
+            }
+            out.append(asked)
+            for j, c in enumerate(calls):
+                result: Message = {
+                    "role": "tool",
+                    "tool_call_id": ids[j],
+                    "content": str(c.get("result", "")),
+                }
+                out.append(result)
+        answer: Message = {"role": "assistant", "content": str(demo["output"])}
+        out.append(answer)
+    return out
 
 
 def render_as_text(messages: list[Message]) -> list[Message]:

@@ -55,8 +55,10 @@ class Agent:
     """A model object to use instead of ``conf`` (e.g. ``FunctionModel`` in tests)."""
     max_steps: int = 10
     """Most LLM calls this agent makes in one run; then the run stops with ``success=False``."""
-    demos: list[dict[str, str]] = field(default_factory=list)
-    """Few-shot examples ``{"input", "output"}`` shown before the conversation."""
+    demos: list[dict[str, Any]] = field(default_factory=list)
+    """Few-shot examples ``{"input", "output"}`` shown before the conversation; one with
+    ``tool_calls`` (``[{"name", "arguments", "result"}]``) is shown as the request, the calls,
+    their results and the answer."""
     tool_provider: ToolProvider | None = field(default=None, repr=False)
     """An environment that supplies tools (normally built from ``mcp_config``)."""
 

@@ -9,11 +9,14 @@
   the shipped ones (:func:`shipped`) and a ``reasoning-gym`` loader; :mod:`.generate` makes them;
 * :mod:`.evaluate` – run a workflow version over a split: checkpointed, tagged runs, mean reward
   with a bootstrap interval, cost; paired bootstrap comparisons;
-* :mod:`.operators` – instruction rewrite by an optimizer agent, demonstrations mined from the
-  database, topology edits;
+* :mod:`.operators` – instruction rewrite by an optimizer agent, instructions from role patterns
+  (no model needed), demonstrations mined from the database (with their tool calls), topology
+  and sampling edits (critics, self-consistency, temperature, max tokens; :mod:`.checks` holds
+  the graph parts they insert);
 * :mod:`.search` – the pool, selection on train, confirmation on dev, report on test, budgets,
-  state in the database (resumable);
-* :mod:`.report` – new card versions, the best workflow, a table and a plot;
+  state in the database (resumable); random search over the same operators as a baseline;
+* :mod:`.report` – new card versions, the best workflow, a table and plots (score per
+  iteration; best score against rollouts, one search against another);
 * :mod:`.synthetic` – a fake-model world with known optimum, for testing optimizers.
 """
 
@@ -27,11 +30,13 @@ from .operators import (
     MineDemos,
     Operator,
     OperatorContext,
+    PatternPrompt,
     Proposal,
     RewritePrompt,
     default_operators,
+    strong_optimizer,
 )
-from .report import write_outputs
+from .report import rollout_curve, write_comparison, write_outputs
 from .search import Budget, Optimizer, OptimizeResult, Spent
 from .tasks import TaskItem, TaskSet, load_tasks, reasoning_gym_tasks, save_tasks, shipped
 
@@ -46,6 +51,7 @@ __all__ = [
     "OperatorContext",
     "OptimizeResult",
     "Optimizer",
+    "PatternPrompt",
     "Proposal",
     "RewritePrompt",
     "Spent",
@@ -60,7 +66,10 @@ __all__ = [
     "optimize_sync",
     "paired_bootstrap",
     "reasoning_gym_tasks",
+    "rollout_curve",
     "save_tasks",
     "shipped",
+    "strong_optimizer",
+    "write_comparison",
     "write_outputs",
 ]

@@ -5,18 +5,24 @@ it leads the pool)."""
 from __future__ import annotations
 
 import random
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import AWorldGraphError
+from ._demos import demo_inputs
 from ._evaluation import Evaluator
 from ._state import SearchState, train_score
 from ._store import Step
-from .candidates import Candidate, nodes_of
+from .candidates import Candidate, Evaluation, nodes_of
+from .evaluate import paired_bootstrap
 from .operators import Operator, OperatorContext
 
-__all__ = ["Iterations"]
+__all__ = ["COSTLY_EDITS", "Iterations"]
+
+COSTLY_EDITS = ("self_consistency",)
+"""Edits that multiply a node's calls: kept only on paired evidence that they pay."""
 
 
 @dataclass(kw_only=True)
@@ -29,6 +35,7 @@ class Iterations:
     selection: Literal["best", "pareto"]
     min_gain: float
     seed: int
+    search: Literal["guided", "random"] = "guided"
 
     def parents(self, iteration: int) -> list[Candidate]:
         """The pool in the order parents are tried: by training score (``best``), or sampled
@@ -59,11 +66,15 @@ class Iterations:
         try on the pool passes its turn to the next)."""
         state, ops = self.state, self.ops
         first = (iteration - 1) % len(ops)
-        for op, parent in (
-            (ops[(first + k) % len(ops)], parent)
-            for k in range(len(ops))
-            for parent in self.parents(iteration)
-        ):
+        turns = [ops[(first + k) % len(ops)] for k in range(len(ops))]
+        parents = self.parents(iteration)
+        explore = self.search == "random"
+        if explore:  # the same operators, at random: any operator, any parent in the pool
+            rng = random.Random(f"{self.seed}-{iteration}-random")
+            rng.shuffle(turns)
+            rng.shuffle(parents)
+            first = ops.index(turns[0])
+        for op, parent in ((op, parent) for op in turns for parent in parents):
             ctx = OperatorContext(
                 run_id=state.run_id,
                 iteration=iteration,
@@ -73,6 +84,7 @@ class Iterations:
                 saver=state.saver,
                 rng=random.Random(f"{self.seed}-{iteration}-{parent.id}"),
                 steps=state.steps,
+                explore=explore,
             )
             proposal = await op.propose(ctx)
             if proposal is None:
@@ -123,6 +135,33 @@ class Iterations:
         )
         return None
 
+    def verdict(self, cand: Candidate, parent: Candidate, ev: Evaluation) -> tuple[str, str]:
+        """Accepted or rejected, and why: the child's gain over its parent on the training tasks
+        that are not among the child's demonstrations (a demonstration's own task would measure
+        copying, not learning); an edit that multiplies the calls (:data:`COSTLY_EDITS`) must
+        also beat its parent in 95 % of paired bootstrap resamples (the evidence that it pays)."""
+        before = parent.evals["train"]
+        asked = demo_inputs(cand.spec)
+        kept = [
+            t.id
+            for t in self.state.tasks.train
+            if t.input not in asked and t.id in ev.scores and t.id in before.scores
+        ]
+        note = f"train {ev.mean:.3f} vs parent {train_score(parent):.3f}"
+        if not kept:
+            return "rejected", note + "; no training task left to measure on"
+        gain = statistics.fmean(ev.scores[t] - before.scores[t] for t in kept)
+        if len(kept) < len(before.scores):
+            note += f" ({gain:+.3f} on the {len(kept)} tasks that are not demonstrations)"
+        if gain <= self.min_gain:
+            return "rejected", note
+        if cand.operator in COSTLY_EDITS:
+            test = paired_bootstrap(before.values(kept), ev.values(kept))
+            note += f"; {ev.llm_calls / max(1, before.llm_calls):.1f}x the calls, P(better) {test.p_better:.2f}"
+            if test.p_better < 0.95:
+                return "rejected", note
+        return "accepted", note
+
     async def judge(self, cand: Candidate) -> None:
         """Evaluate ``cand`` on training and accept or reject it (an accepted child that leads
         the pool on training is also evaluated on dev)."""
@@ -134,9 +173,7 @@ class Iterations:
         except AWorldGraphError as exc:
             cand.status, step.note = "invalid", str(exc).splitlines()[0]
         else:
-            gain = ev.mean - train_score(parent)
-            cand.status = "accepted" if gain > self.min_gain else "rejected"
-            step.note = f"train {ev.mean:.3f} vs parent {train_score(parent):.3f}"
+            cand.status, step.note = self.verdict(cand, parent, ev)
             if cand.status == "accepted":
                 before = {n["name"]: n.get("version") for n in nodes_of(parent.spec)}
                 for n in nodes_of(cand.spec):

@@ -173,6 +173,22 @@ def seed_spec(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, s
     return swarm_to_dict(swarm), origins
 
 
+def _sample_as_carded(swarm: Swarm) -> None:
+    """An agent given the embedded model object samples as its card says (``llm_temperature``,
+    ``params``: the ``set_temperature`` / ``set_max_tokens`` edits); an agent whose model is
+    resolved from its card gets them anyway. Other model objects are used as they are."""
+    from .._local_model import LocalModel
+
+    for node in swarm.nodes.values():
+        if isinstance(node, Agent) and isinstance(node.model, LocalModel) and node.conf:
+            temperature, params = node.conf.llm_temperature, dict(node.conf.params or {})
+            if temperature is not None or params:
+                node.model = LocalModel(
+                    temperature=node.model.temperature if temperature is None else temperature,
+                    params={**node.model.params, **params},
+                )
+
+
 def materialize(
     spec: Mapping[str, Any],
     *,
@@ -202,5 +218,6 @@ def materialize(
                 name = node.conf.llm_model_name
                 if name is not None and name in pool:
                     node.model = pool[name]
+    _sample_as_carded(swarm)
     swarm.info = {**swarm.info, **dict(info or {})}
     return swarm

@@ -3,11 +3,17 @@
 1. :class:`RewritePrompt` – an optimizer *agent* (an :class:`~aworld_graph.agent.Agent` with
    its own model) reads the parent's failing training runs – what the node did, the answer, the
    expected answer, the critics' feedback – and writes a new system prompt for one node
-   (reflective mutation, as in GEPA / TextGrad).
-2. :class:`MineDemos` – few-shot demonstrations mined from high-reward training runs in the
-   checkpoint database, written into one node's card (DSPy-style bootstrapping).
-3. :class:`EditTopology` – insert a critic loop after a node, add or remove a handoff edge,
-   drop a node, swap a node's model or its tools (see :mod:`._edits`).
+   (reflective mutation, as in GEPA / TextGrad); for a strong optimizer model.
+2. :class:`PatternPrompt` (``instructions``, :mod:`._instructions`) – new system prompts
+   without a model: role patterns chosen by what the failing runs show, mutation and crossover
+   of earlier winners.
+3. :class:`MineDemos` (:mod:`._demos`) – few-shot demonstrations (question → tool call → result
+   → answer) mined from successful training runs, written into one node's card (DSPy-style
+   bootstrapping).
+4. :class:`EditTopology` – insert a critic loop after a node (or give a critic more rounds),
+   change a node's sampling (temperature, max tokens), self-consistency (k samples and a vote),
+   add or remove a handoff edge, drop a node, swap a node's model or its tools (see
+   :mod:`._edits`).
 
 An operator returns ``None`` when it has nothing (left) to try on the parent, or a
 :class:`Proposal`; a proposal without ``spec`` records an attempt that produced nothing
@@ -19,31 +25,32 @@ from __future__ import annotations
 import copy
 import hashlib
 import html
-import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-
-from ..errors import AWorldGraphError, ConfigError
+from ..errors import ConfigError
 from ..export.runs import Run, load_run
 from ..model import ChatModel
+from ._context import Operator, OperatorContext, Proposal
+from ._demos import MineDemos
 from ._edits import DEFAULT_CRITICS, apply_edit, bump_card, topology_edits
-from ._store import Step
-from .candidates import Candidate, materialize, next_version, node_of
-from .tasks import TaskSet
+from ._instructions import PatternPrompt
+from .candidates import node_of
 
 __all__ = [
+    "OPERATOR_NAMES",
     "OPTIMIZER_PROMPT",
     "EditTopology",
     "MineDemos",
     "Operator",
     "OperatorContext",
+    "PatternPrompt",
     "Proposal",
     "RewritePrompt",
     "default_operators",
+    "strong_optimizer",
 ]
 
 OPTIMIZER_PROMPT = (
@@ -54,97 +61,6 @@ OPTIMIZER_PROMPT = (
     "</prompt>."
 )
 """The optimizer agent's system prompt."""
-
-
-@dataclass(kw_only=True)
-class Proposal:
-    """A child candidate an operator proposes (or an attempt that made none)."""
-
-    spec: dict[str, Any] | None
-    """The child's workflow spec; ``None`` when the attempt produced nothing usable."""
-    operator: str
-    """What made it (``rewrite_prompt``, ``demos``, or the topology edit's kind)."""
-    target: str | None = None
-    """The node changed."""
-    change: str = ""
-    """What changed, in words."""
-    key: str = ""
-    """Identifies the edit (one parent is not given the same edit twice)."""
-    note: str = ""
-    """Why nothing usable came out, when ``spec`` is ``None``."""
-    cost: dict[str, float] = field(default_factory=dict)
-    """What the attempt cost: ``llm_calls``, ``tokens``, ``seconds``."""
-
-
-@dataclass(kw_only=True)
-class OperatorContext:
-    """What an operator may look at."""
-
-    run_id: str
-    """The optimization run (thread ids of its runs start with ``meta-<run_id>``)."""
-    iteration: int
-    """The current search iteration."""
-    parent: Candidate
-    """The candidate to derive a child from (evaluated on ``train``)."""
-    candidates: list[Candidate]
-    """Every candidate so far (with its evaluations)."""
-    tasks: TaskSet
-    """The task set (its ``threshold`` says which runs succeeded)."""
-    saver: BaseCheckpointSaver[Any]
-    """The checkpoint database with every evaluation run."""
-    rng: random.Random
-    """Randomness seeded by the run and the iteration (so a resumed search repeats itself)."""
-    steps: Sequence[Step] = ()
-    """The search's iterations so far (attempts that made no candidate are only there)."""
-
-    def children(self, operator: str | None = None, target: str | None = None) -> list[Candidate]:
-        """Candidates already derived from the parent (by ``operator`` on ``target``)."""
-        return [
-            c
-            for c in self.candidates
-            if c.parent == self.parent.id
-            and (operator is None or c.operator == operator)
-            and (target is None or c.target == target)
-        ]
-
-    def attempts(self, operator: str, target: str | None = None) -> int:
-        """How often ``operator`` worked on ``target`` from the parent: the children it made
-        and the attempts that made none."""
-        empty = sum(
-            1
-            for s in self.steps
-            if s.parent == self.parent.id
-            and s.candidate is None
-            and s.outcome == "invalid"
-            and (target is None or s.target == target)
-            and s.operator == operator
-        )
-        return len(self.children(operator, target)) + empty
-
-    def tried(self) -> set[str]:
-        """Keys of the edits already tried on the parent."""
-        return {c.key for c in self.children() if c.key}
-
-    def version(self, node: str) -> int:
-        """The card version a changed ``node`` gets."""
-        return next_version(self.candidates, node)
-
-    def problem(self, spec: Mapping[str, Any]) -> str | None:
-        """Why ``spec`` is not a valid workflow, or ``None``."""
-        try:
-            materialize(spec)
-        except AWorldGraphError as exc:
-            return str(exc)
-        return None
-
-
-class Operator(Protocol):
-    """Proposes children of a candidate."""
-
-    name: str
-    """The operator family (``rewrite_prompt``, ``demos``, ``topology``)."""
-
-    async def propose(self, ctx: OperatorContext) -> Proposal | None: ...
 
 
 def _short(value: Any, limit: int = 400) -> str:
@@ -242,6 +158,8 @@ class RewritePrompt:
             for a in agents
         }
         target = min(agents, key=lambda a: (attempts[a], -blame[a], agents.index(a)))
+        if ctx.explore:
+            target = ctx.rng.choice(agents)
         if attempts[target] >= self.max_attempts or not runs:
             return None
         node = node_of(ctx.parent.spec, target)
@@ -314,91 +232,6 @@ class RewritePrompt:
         )
 
 
-def _demo(run: Run, node: str) -> dict[str, str] | None:
-    """``{"input", "output"}`` of ``node`` in ``run``: its first turn's input, its final output."""
-    mine = [m for m in run.messages if m.get("_agent") == node]
-    first = next((m for m in mine if m.get("role") == "user"), None)
-    output = (run.values.get("outputs") or {}).get(node)
-    if not isinstance(output, str):
-        finals = [
-            m
-            for m in mine
-            if m.get("role") == "assistant" and m.get("content") and not m.get("tool_calls")
-        ]
-        output = finals[-1]["content"] if finals else None
-    if not output or not any(m.get("role") == "assistant" for m in mine):
-        return None
-    text = str(first["content"]) if first is not None else run.input
-    return {"input": text, "output": str(output)}
-
-
-@dataclass(kw_only=True)
-class MineDemos:
-    """Demonstrations mined from successful training runs, written into a node's card."""
-
-    k: int = 3
-    """Demonstrations per node."""
-    max_attempts: int = 3
-    """Different demonstration sets tried for one node from one parent."""
-    name: str = "demos"
-    """The operator's name."""
-
-    def _successes(self, ctx: OperatorContext) -> list[tuple[str, str, str]]:
-        """(candidate, task, thread) of successful training runs: the parent's first."""
-        found = []
-        for c in sorted(ctx.candidates, key=lambda c: (c.id != ctx.parent.id, c.id), reverse=False):
-            ev = c.evals.get("train")
-            if ev is None:
-                continue
-            for task, score in ev.scores.items():
-                if score >= ctx.tasks.threshold:
-                    found.append((c.id, task, ev.threads[task]))
-        return found
-
-    async def propose(self, ctx: OperatorContext) -> Proposal | None:
-        agents = ctx.parent.agents()
-        successes = self._successes(ctx)
-        if not agents or not successes:
-            return None
-        attempts = {a: len(ctx.children(self.name, a)) for a in agents}
-        tried = ctx.tried()
-        for target in sorted(agents, key=lambda a: (attempts[a], agents.index(a))):
-            if attempts[target] >= self.max_attempts:
-                continue
-            shift = (attempts[target] * self.k) % len(successes)
-            demos: list[dict[str, str]] = []
-            used: list[str] = []
-            for _, _, thread in (successes[shift:] + successes[:shift])[: 8 * self.k]:
-                run = load_run(ctx.saver, thread)
-                demo = _demo(run, target) if run is not None else None
-                if demo is None or any(d["input"] == demo["input"] for d in demos):
-                    continue
-                demos.append(demo)
-                used.append(thread)
-                if len(demos) >= self.k:
-                    break
-            node = node_of(ctx.parent.spec, target)
-            if not demos or node is None or demos == node.get("demos"):
-                continue
-            digest = hashlib.sha1("\n".join(d["input"] for d in demos).encode()).hexdigest()[:8]
-            key = f"{self.name}:{target}:{digest}"
-            if key in tried:
-                continue
-            spec = copy.deepcopy(ctx.parent.spec)
-            new_node = node_of(spec, target)
-            assert new_node is not None
-            new_node["demos"] = demos
-            bump_card(new_node, ctx.version(target), self.name)
-            return Proposal(
-                spec=spec,
-                operator=self.name,
-                target=target,
-                change=f"{target}: {len(demos)} demonstrations from runs {', '.join(used)}",
-                key=key,
-            )
-        return None
-
-
 @dataclass(kw_only=True)
 class EditTopology:
     """Topology edits: critic loops, handoff edges, dropped nodes, swapped models and tools."""
@@ -416,12 +249,17 @@ class EditTopology:
 
     async def propose(self, ctx: OperatorContext) -> Proposal | None:
         tried = ctx.tried()
-        for edit in topology_edits(
+        edits = topology_edits(
             ctx.parent.spec, critics=self.critics, tools=self.tools, models=self.models
-        ):
+        )
+        if ctx.explore:
+            ctx.rng.shuffle(edits)
+        for edit in edits:
             if (self.kinds is not None and edit.kind not in self.kinds) or edit.key in tried:
                 continue
-            spec = apply_edit(ctx.parent.spec, edit, version=ctx.version(edit.node))
+            spec = apply_edit(
+                ctx.parent.spec, edit, version=ctx.version(edit.node), version_of=ctx.version
+            )
             if ctx.problem(spec) is not None:
                 continue
             return Proposal(
@@ -434,16 +272,37 @@ class EditTopology:
         return None
 
 
+OPERATOR_NAMES = ("instructions", "rewrite_prompt", "demos", "topology")
+"""Every operator :func:`default_operators` can make."""
+
+
+def strong_optimizer(model: ChatModel | None) -> bool:
+    """Whether the reflective rewrite has a model that can do it: ``model`` itself, or (for
+    ``None``) an ``LLM_*`` endpoint; the embedded SmolLM2 model mostly repeats the prompt it is
+    shown, so it does not count."""
+    from .._local_model import LocalModel
+    from .._resolve import resolve_model
+    from ..config import AgentConfig
+
+    return not isinstance(model if model is not None else resolve_model(AgentConfig()), LocalModel)
+
+
 def default_operators(
     optimizer_model: ChatModel | None = None,
     *,
-    names: Sequence[str] = ("rewrite_prompt", "demos", "topology"),
+    names: Sequence[str] | None = None,
     models: Sequence[str] = (),
     tools: Sequence[str] = ("calculator",),
     critics: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[Operator]:
-    """The three operators (or those named), in the order the search takes turns with them."""
+    """The operators named (default: ``instructions``, ``demos``, ``topology``, and first
+    ``rewrite_prompt`` when :func:`strong_optimizer` says its model can do it), in the order the
+    search takes turns with them."""
+    if names is None:
+        strong = strong_optimizer(optimizer_model)
+        names = ("rewrite_prompt",) * strong + ("instructions", "demos", "topology")
     made: dict[str, Operator] = {
+        "instructions": PatternPrompt(),
         "rewrite_prompt": RewritePrompt(model=optimizer_model),
         "demos": MineDemos(),
         "topology": EditTopology(

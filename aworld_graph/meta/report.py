@@ -22,13 +22,21 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ._plot import Point, score_plot
+from ._plot import Point, curves_plot, score_plot
 from .candidates import Candidate, node_of, nodes_of
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .result import OptimizeResult
 
-__all__ = ["iteration_rows", "render_markdown", "write_outputs"]
+__all__ = [
+    "iteration_rows",
+    "render_markdown",
+    "rollout_curve",
+    "write_comparison",
+    "write_outputs",
+]
 
 _CARD_HEAD = ("kind", "name", "version", "parent", "score", "operator")
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
@@ -295,9 +303,96 @@ def write_outputs(result: OptimizeResult, out: str | Path) -> list[Path]:
                 },
                 "comparison": vars(result.comparison) if result.comparison else None,
                 "iterations": rows,
+                "rollout_curve": rollout_curve(result),
             },
             indent=2,
         ),
         encoding="utf-8",
     )
     return [*written, md_path, plot_path, json_path]
+
+
+def rollout_curve(result: OptimizeResult) -> list[dict[str, Any]]:
+    """After each training or dev evaluation, in the order the search made them: the rollouts
+    (task runs) so far and the best scores so far – the best dev score among the pool (what the
+    search would return if it stopped there) and the best training score."""
+    points: list[dict[str, Any]] = []
+    rollouts = 0
+    best_dev: float | None = None
+    best_train: float | None = None
+    for c in sorted(result.candidates, key=lambda c: c.id):
+        for split in ("train", "dev"):
+            ev = c.evals.get(split)
+            if ev is None:
+                continue
+            rollouts += ev.n
+            if c.status in ("seed", "accepted"):
+                if split == "train":
+                    best_train = ev.mean if best_train is None else max(best_train, ev.mean)
+                else:
+                    best_dev = ev.mean if best_dev is None else max(best_dev, ev.mean)
+            points.append(
+                {
+                    "rollouts": rollouts,
+                    "candidate": c.id,
+                    "split": split,
+                    "best_dev": best_dev,
+                    "best_train": best_train,
+                }
+            )
+    return points
+
+
+def write_comparison(
+    results: Mapping[str, OptimizeResult], out: str | Path, name: str = "search-vs-random"
+) -> list[Path]:
+    """Compare searches of the same workflow and task set (e.g. ``{"search": a, "random
+    search": b}``): ``reports/<name>.svg`` plots each one's best dev score against the rollouts
+    it took (its best's held-out test score as a diamond at the end), ``.md`` has the table,
+    ``.json`` the curves."""
+    rep_dir = Path(out) / "reports"
+    rep_dir.mkdir(parents=True, exist_ok=True)
+    curves = {label: rollout_curve(r) for label, r in results.items()}
+    series = [
+        (label, [(p["rollouts"], p["best_dev"]) for p in pts if p["best_dev"] is not None])
+        for label, pts in curves.items()
+    ]
+    marks = [
+        (f"{label} (test of its best)", float(pts[-1]["rollouts"]), r.best.score("test") or 0.0)
+        for (label, pts), r in zip(curves.items(), results.values(), strict=True)
+        if pts and r.best.score("test") is not None
+    ]
+    first = next(iter(results.values()))
+    svg = rep_dir / f"{name}.svg"
+    svg.write_text(
+        curves_plot(
+            series,
+            title=f"{first.workflow.stem} on {first.tasks.name}: best dev score vs rollouts",
+            x_label="rollouts (training and dev task runs)",
+            y_label="mean reward of the best so far (dev)",
+            marks=marks,
+        ),
+        encoding="utf-8",
+    )
+    lines = [
+        f"# {first.workflow.stem} on `{first.tasks.name}`: " + " vs ".join(results),
+        "",
+        f"![best dev score vs rollouts]({svg.name})",
+        "",
+        "| search | iterations | rollouts | LLM calls | tokens | seconds | best | train | dev "
+        "| test | test, best − seed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, r in results.items():
+        pts = curves[label]
+        lines.append(
+            f"| {label} | {r.spent.iterations} | {pts[-1]['rollouts'] if pts else 0} | "
+            f"{r.spent.llm_calls} | {r.spent.tokens} | {r.spent.seconds:.0f} | `{r.best.id}` | "
+            f"{_fmt(r.best.score('train'))} | {_fmt(r.best.score('dev'))} | "
+            f"{_fmt(r.best.score('test'))} | {r.comparison if r.comparison else '–'} |"
+        )
+    md = rep_dir / f"{name}.md"
+    md.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    data = rep_dir / f"{name}.json"
+    data.write_text(json.dumps({"curves": curves}, indent=2), encoding="utf-8")
+    return [md, svg, data]

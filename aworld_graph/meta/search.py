@@ -85,6 +85,11 @@ class Optimizer:
     its calls once)."""
     selection: Literal["best", "pareto"] = "best"
     """How a parent is chosen."""
+    search: Literal["guided", "random"] = "guided"
+    """``guided``: the operators take turns, each proposing what its evidence supports first,
+    from the parent ``selection`` picks; ``random`` (a baseline): each iteration a random
+    operator makes a random one of its edits of a random candidate of the pool (the same
+    operators, acceptance and budget)."""
     min_gain: float = 0.0
     """A child is accepted when its training score beats its parent's by more than this."""
     target: float | None = 1.0
@@ -109,6 +114,8 @@ class Optimizer:
             )
         if self.selection not in ("best", "pareto"):
             raise ConfigError(f"selection {self.selection!r}: use 'best' or 'pareto'")
+        if self.search not in ("guided", "random"):
+            raise ConfigError(f"search {self.search!r}: use 'guided' or 'random'")
         self._state = SearchState(self.tasks, self.on_event)
         self._state.run_id = self.run_id or ""
 
@@ -149,12 +156,14 @@ class Optimizer:
     async def run(self) -> OptimizeResult:
         """Optimize (or continue an optimization with the same id) and return the result."""
         spec, origins = seed_spec(self.workflow)
-        settings = {
+        settings: dict[str, Any] = {
             "operators": [op.name for op in self._ops],
             "selection": self.selection,
             "min_gain": self.min_gain,
             "seed": self.seed,
         }
+        if self.search != "guided":  # (the ids of guided runs stay as they were)
+            settings["search"] = self.search
         state = self._state
         state.run_id = self.run_id or f"{re.sub(r'[^A-Za-z0-9_]+', '_', spec['name'])}-" + _hash(
             spec, self.tasks.fingerprint(), settings
@@ -176,6 +185,7 @@ class Optimizer:
             selection=self.selection,
             min_gain=self.min_gain,
             seed=self.seed,
+            search=self.search,
         )
         try:
             previous = state.store.run(state.run_id)

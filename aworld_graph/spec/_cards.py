@@ -218,7 +218,10 @@ def build_card(card: Any, source: Source, path: Path_, ctx: Context) -> Any:
                 mcp_servers=mcp_servers,
                 conf=conf,
                 max_steps=card.max_steps,
-                demos=[d.model_dump() for d in card.demos],
+                demos=[
+                    d.model_dump(exclude=set() if d.tool_calls else {"tool_calls"})
+                    for d in card.demos
+                ],
             )
         elif isinstance(card, CriticCard):
             scorer = None

@@ -17,6 +17,7 @@ __all__ = [
     "CardRef",
     "CriticCard",
     "Demo",
+    "DemoCall",
     "EdgeSpec",
     "FunctionCard",
     "HumanCard",
@@ -68,6 +69,17 @@ class ModelSettings(_Spec):
     """Extra parameters for ``chat.completions.create`` (``max_tokens``, ``top_p``, ...)."""
 
 
+class DemoCall(_Spec):
+    """A tool call in a few-shot example, with what the tool returned."""
+
+    name: str = Field(min_length=1)
+    """The tool called."""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """Its arguments."""
+    result: str = ""
+    """What the tool returned."""
+
+
 class Demo(_Spec):
     """A few-shot example shown to the agent before the conversation."""
 
@@ -75,6 +87,9 @@ class Demo(_Spec):
     """The example request."""
     output: str
     """The answer the agent should give to it."""
+    tool_calls: list[DemoCall] = Field(default_factory=list)
+    """Tool calls made before that answer, each with its result; the example is then shown as
+    the request, the calls, their results and the answer (as the agent's own turns are)."""
 
 
 class _CardBase(_Spec):

@@ -159,7 +159,11 @@ def card_to_dict(
         if node.max_steps != 10:
             data["max_steps"] = node.max_steps
         if node.demos:
-            data["demos"] = [{"input": d["input"], "output": d["output"]} for d in node.demos]
+            data["demos"] = [
+                {"input": d["input"], "output": d["output"]}
+                | ({"tool_calls": list(d["tool_calls"])} if d.get("tool_calls") else {})
+                for d in node.demos
+            ]
     elif isinstance(node, Critic):
         data["judges"] = node.judged_name
         if node.scorer is not None:

@@ -182,13 +182,25 @@ def test_topology_edits_of_the_shipped_workflows_are_valid_or_refused() -> None:
         "solver": "nodes/solver.yaml",
         "answer_checker": "nodes/answer_checker.yaml",
     } or all(v.endswith(f"nodes/{k}.yaml") for k, v in origins.items())
-    kinds = [(e.kind, e.node) for e in topology_edits(math_spec, models=["big"])]
-    assert kinds == [
-        ("swap_model", "solver"),
-        ("remove_tool", "solver"),
-        ("drop_node", "answer_checker"),
+    kinds = [(e.kind, e.node, e.arg) for e in topology_edits(math_spec, models=["big"])]
+    assert [(k, n, a if not isinstance(a, dict) else a["name"]) for k, n, a in kinds] == [
+        ("insert_critic", "solver", "tool_args"),  # it has a tool check already, not this one
+        ("insert_critic", "solver", "judge"),
+        ("raise_rounds", "answer_checker", 3),
+        ("swap_model", "solver", "big"),
+        ("set_temperature", "solver", 0.4),
+        ("set_temperature", "solver", 0.8),
+        ("set_max_tokens", "solver", 64),
+        ("set_max_tokens", "solver", 128),
+        ("set_max_tokens", "solver", 512),
+        ("remove_tool", "solver", "calculator"),
+        ("drop_node", "answer_checker", None),
+        ("self_consistency", "solver", 3),
     ]
-    dropped = apply_edit(math_spec, topology_edits(math_spec)[-1], version=2)
+    for edit in topology_edits(math_spec, models=["big"]):
+        materialize(apply_edit(math_spec, edit, version=2))  # each one loads
+    drop = next(e for e in topology_edits(math_spec) if e.kind == "drop_node")
+    dropped = apply_edit(math_spec, drop, version=2)
     assert [n["name"] for n in dropped["nodes"]] == ["solver"] and dropped["topology"] == ["solver"]
     assert materialize(dropped).edges == []
 
@@ -228,8 +240,9 @@ def test_critic_insertion_splices_a_loop_after_the_node() -> None:
     edits = [e for e in topology_edits(spec) if e.kind == "insert_critic"]
     assert [e.description for e in edits] == [
         "insert critic a_tool_check after a",
+        "insert critic a_tool_args after a",
         "insert critic a_judge after a",
-        "insert critic b_judge after b",  # the tool check needs an agent with tools
+        "insert critic b_judge after b",  # the tool checks need an agent with tools
     ]
     swarm = materialize(apply_edit(spec, edits[0], version=2))
     flow = {(e.source, e.target, e.kind) for e in swarm.edges}
