@@ -18,7 +18,12 @@ from aworld_graph.meta import (
     save_tasks,
     shipped,
 )
-from aworld_graph.meta.generate import arithmetic_tasks, expression_tasks, tool_use_tasks
+from aworld_graph.meta.generate import (
+    SHIPPED_SIZE,
+    arithmetic_tasks,
+    expression_tasks,
+    tool_use_tasks,
+)
 from aworld_graph.meta.tasks import TASKSET_DIR, tool_use_root
 from aworld_graph.rewards import contains, numeric
 
@@ -103,8 +108,9 @@ def test_every_problem_is_reported_at_once_with_its_line(tmp_path: Path) -> None
 def test_shipped_arithmetic_set_is_what_its_generator_makes_and_answers_are_right() -> None:
     tasks = shipped("arithmetic")
     assert tasks.reward is numeric and tasks.source == TASKSET_DIR / "arithmetic.jsonl"
-    assert (len(tasks.train), len(tasks.dev), len(tasks.test)) == (24, 12, 24)
-    assert tasks.items == arithmetic_tasks().items  # regenerating gives the same file
+    assert (len(tasks.train), len(tasks.dev), len(tasks.test)) == (100, 50, 100)
+    assert tasks.items == arithmetic_tasks(SHIPPED_SIZE).items  # regenerating: the same file
+    assert len({t.input for t in tasks.items}) == len(tasks.items)  # no question twice
     from aworld_graph.environment._calculator import calculate
 
     for t in tasks.items:
@@ -117,8 +123,10 @@ def test_shipped_arithmetic_set_is_what_its_generator_makes_and_answers_are_righ
 
 def test_shipped_expressions_are_what_their_generator_makes() -> None:
     tasks = shipped("expressions")
-    assert tasks.items == expression_tasks().items and tasks.reward is numeric
-    assert (len(tasks.train), len(tasks.dev), len(tasks.test)) == (24, 12, 24)
+    assert tasks.items == expression_tasks(SHIPPED_SIZE).items and tasks.reward is numeric
+    assert (len(tasks.train), len(tasks.dev), len(tasks.test)) == (100, 50, 100)
+    assert len({t.input for t in tasks.items}) == len(tasks.items)
+    assert expression_tasks(SHIPPED_SIZE).items[:24] == expression_tasks().items[:24]  # grown
     for t in tasks.items:
         assert t.input == f"What is {t.metadata['expression']}?"
 
@@ -143,7 +151,7 @@ def test_shipped_tool_use_set_matches_its_files(tmp_path: Path) -> None:
 
 def test_subset_keeps_the_first_tasks_of_each_split() -> None:
     small = shipped("arithmetic").subset(train=3, test=2)
-    assert (len(small.train), len(small.dev), len(small.test)) == (3, 12, 2)
+    assert (len(small.train), len(small.dev), len(small.test)) == (3, 50, 2)
     assert small.train == shipped("arithmetic").train[:3]
 
 
