@@ -5,9 +5,15 @@ Two batches of one-LLM-call tasks, the call simulated by an ``asyncio.sleep`` in
 its one core: LangGraph, the agent loop and checkpointing cost more than the call) and 200 at
 50 ms. *ours* is Ray's throughput (tasks/s), *peer* the local engine's, on a fresh SQLite
 store each, with the same concurrency in total (local: 16 runs at once; Ray: 2 workers x 8).
-Goal for the 5 ms batch: ``>= 1.6x`` on 2 cores. Ray starts a local cluster on 127.0.0.1
-(no dashboard) and its workers once, before the timed batches (a warm-up batch each); the
-note gives that start-up and the time per task on each side.
+Goal for the 5 ms batch: ``>= 1.6x`` on 2 cores.
+
+Ray starts a local cluster on 127.0.0.1 (no dashboard) and its workers once, before the timed
+batches (a warm-up batch each). The two sides take turns, 3 rounds (``--quick``: 1), and each
+row gives the medians. The note says, per task, the wall time of each side and the CPU time
+it used: the local engine's process, and on Ray the driver and the two workers; with the
+load average, since the machine may be shared (all of one session's processes share one
+CPU share of the kernel's scheduler: the driver, Ray and its workers together get no more
+CPU than the local engine's one process when other sessions keep every core busy).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import asyncio
 import importlib
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -33,23 +40,52 @@ from aworld_graph import (  # noqa: E402
     Runners,
     Task,
     TrajectorySaver,
-    engine,  # noqa: E402
+    engine,
 )
 
 app = importlib.import_module("bench._scale_app")
 
 
-async def _batch(n: int, latency: float, conf: RunConfig, db: Path, tag: str) -> float:
+def _cpu_seconds(pids: list[int]) -> list[float]:
+    """CPU time (user + system) each of ``pids`` has used so far."""
+    import psutil
+
+    return [sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids]
+
+
+def _worker_pids() -> list[int]:
+    from aworld_graph.engine._ray import _pools
+
+    return [pid for pool in _pools.values() for pid in pool.pids]
+
+
+async def _batch(n: int, latency: float, conf: RunConfig, db: Path, tag: str) -> dict[str, Any]:
+    """One batch: its wall time and the CPU seconds of this process and of the workers."""
     saver = TrajectorySaver(db)
     tasks = [Task(input=f"{latency} task {i}", agent=app.agent, id=f"{tag}-{i}") for i in range(n)]
+    workers = _worker_pids() if conf.engine_name == "ray" else []
+    before, own = _cpu_seconds(workers), time.process_time()
     started = time.perf_counter()
     out = await Runners.run_task(tasks, checkpointer=saver, run_conf=conf)
     seconds = time.perf_counter() - started
+    own, after = time.process_time() - own, _cpu_seconds(workers)
     bad = [r.id for r in out.values() if not r.success]
     if bad:
         raise RuntimeError(f"{len(bad)} runs failed, e.g. {out[bad[0]].msg}")
     saver.close()
-    return seconds
+    return {
+        "wall": seconds,
+        "driver": own,
+        "workers": [b - a for a, b in zip(before, after, strict=True)],
+    }
+
+
+def _median(batches: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(b[key] for b in batches)
+
+
+def _ms(seconds: float, n: int) -> str:
+    return f"{seconds / n * 1000:.2f}"
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
@@ -57,6 +93,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     sizes = [(200, 0.005), (50, 0.05)] if quick else [(1000, 0.005), (200, 0.05)]
+    rounds = 1 if quick else 3
     local = RunConfig(engine_name="local", max_concurrency=16)
     on_ray = RunConfig(engine_name="ray", worker_num=2, max_concurrency=8)
     tmp = Path(tempfile.mkdtemp(prefix="bs-", dir="/tmp"))
@@ -75,8 +112,19 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         asyncio.run(_batch(20, 0.005, local, tmp / "warm.db", "warm-local"))
         for n, latency in sizes:
             ms = int(latency * 1000)
-            t_local = asyncio.run(_batch(n, latency, local, tmp / f"local-{ms}.db", f"l{ms}"))
-            t_ray = asyncio.run(_batch(n, latency, on_ray, tmp / f"ray-{ms}.db", f"r{ms}"))
+            sides: dict[str, list[dict[str, Any]]] = {"local": [], "ray": []}
+            loads = []
+            for r in range(rounds):
+                for side, conf in (("local", local), ("ray", on_ray)):
+                    db = tmp / f"{side}-{ms}-{r}.db"
+                    sides[side].append(asyncio.run(_batch(n, latency, conf, db, f"{side}{ms}")))
+                loads.append(os.getloadavg()[0])
+
+            t_local, t_ray = _median(sides["local"], "wall"), _median(sides["ray"], "wall")
+            workers = [
+                statistics.median(b["workers"][k] for b in sides["ray"])
+                for k in range(len(sides["ray"][0]["workers"]))
+            ]
             rows.append(
                 {
                     "name": f"{n} tasks, {ms} ms LLM call: Ray 2 workers vs local, tasks/s",
@@ -85,9 +133,12 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                     "ratio": round(t_local / t_ray, 2),
                     "goal": ">= 1.6x" if ms == 5 else None,
                     "note": (
-                        f"wall {t_ray:.2f} s vs {t_local:.2f} s; per task {t_ray / n * 1000:.2f} ms"
-                        f" vs {t_local / n * 1000:.2f} ms; Ray start-up (cluster + 2 workers + "
-                        f"warm-up) {start_up:.1f} s"
+                        f"median of {rounds}: wall per task {_ms(t_ray, n)} ms vs "
+                        f"{_ms(t_local, n)} ms; CPU per task: local {_ms(_median(sides['local'], 'driver'), n)}"
+                        f" ms, Ray driver {_ms(_median(sides['ray'], 'driver'), n)} ms + workers "
+                        + " + ".join(_ms(w, n) for w in workers)
+                        + f" ms; Ray start-up (cluster + 2 workers + warm-up) {start_up:.1f} s; "
+                        f"load average {statistics.median(loads):.1f} on {os.cpu_count()} cores"
                     ),
                 }
             )

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import click
 
 from ._app import db_option, main
-from .run import engine_options, run_conf_of
+from .run import again_command, engine_options, run_conf_of
 
 __all__ = ["optimize_command"]
 
@@ -158,6 +158,7 @@ def optimize_command(
     as_json: bool,
     engine: Literal["local", "ray"],  # click.Choice
     workers: int,
+    progress: bool | None,
 ) -> None:
     """Optimize WORKFLOW on a task set: rewrite prompts, mine demonstrations, edit the topology;
     select on train, confirm on dev, report on test. Interrupted? Run the same command again.
@@ -182,7 +183,9 @@ def optimize_command(
         models=swap_models,
         tools=tools or ("calculator",),
     )
-    progress = _Progress(quiet=as_json)
+    events = _Progress(quiet=as_json)
+    # a bar per evaluation batch only when asked for: the events say how the search goes
+    run_conf = run_conf_of(engine, workers, concurrency, bool(progress))
     try:
         result = asyncio.run(
             optimize(
@@ -194,14 +197,23 @@ def optimize_command(
                 db=db,
                 selection=selection,
                 concurrency=concurrency,
-                run_conf=run_conf_of(engine, workers, concurrency) if engine == "ray" else None,
+                run_conf=run_conf if engine == "ray" or progress else None,
                 seed=seed,
                 run_id=run_id,
-                on_event=progress,
+                on_event=events,
             )
         )
     except KeyboardInterrupt:
-        click.echo("interrupted; run the same command again to resume the optimization", err=True)
+        if engine == "ray":
+            from ..engine import shutdown
+
+            shutdown()
+        again = again_command(click.get_current_context())
+        click.echo(
+            f"interrupted; to resume the optimization (finished evaluations are kept), run\n"
+            f"  {again}",
+            err=True,
+        )
         sys.exit(130)
     if as_json:
         click.echo(
@@ -228,8 +240,8 @@ def optimize_command(
     table.add_column("best", justify="right")
     for split in ("train", "dev", "test"):
         table.add_row(split, _num(result.seed.score(split)), _num(result.best.score(split)))
-    progress.console.print(table)
+    events.console.print(table)
     if result.comparison is not None:
-        progress.console.print(f"test, best - seed: {result.comparison}")
+        events.console.print(f"test, best - seed: {result.comparison}")
     for p in result.outputs:
-        progress.console.print(f"wrote {p}")
+        events.console.print(f"wrote {p}")

@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -66,7 +67,13 @@ def load_target(target: str) -> GraphSource:
 
 
 def engine_options(f: Any) -> Any:
-    """``--engine local|ray`` and ``--workers N``: where a command's runs go."""
+    """``--engine local|ray``, ``--workers N`` and ``--progress/--no-progress``: where a
+    command's runs go, and whether a batch shows a progress bar."""
+    f = click.option(
+        "--progress/--no-progress",
+        default=None,
+        help="A progress bar of a batch on stderr (default: when stderr is a terminal).",
+    )(f)
     f = click.option(
         "--workers",
         type=click.IntRange(min=1),
@@ -84,8 +91,14 @@ def engine_options(f: Any) -> Any:
     )(f)
 
 
-def run_conf_of(engine: Literal["local", "ray"], workers: int, concurrency: int) -> RunConfig:
-    """The :class:`~aworld_graph.config.RunConfig` of ``--engine`` / ``--workers``."""
+def run_conf_of(
+    engine: Literal["local", "ray"],
+    workers: int,
+    concurrency: int,
+    progress: bool | None = None,
+) -> RunConfig:
+    """The :class:`~aworld_graph.config.RunConfig` of ``--engine`` / ``--workers`` /
+    ``--progress``."""
     from ..config import RunConfig
 
     return RunConfig(
@@ -93,8 +106,32 @@ def run_conf_of(engine: Literal["local", "ray"], workers: int, concurrency: int)
         worker_num=workers,
         max_concurrency=concurrency,
         address=os.environ.get("RAY_ADDRESS") or None,
-        progress=None,
+        progress=progress,
     )
+
+
+def again_command(ctx: click.Context, **replace: Any) -> str:
+    """The command line that runs ``ctx``'s command again with the same options (``replace``:
+    other values for some of them), for "interrupted: run … to continue"."""
+    words = ["aworld-graph", *ctx.command_path.split()[1:]]
+    for param in ctx.command.params:
+        name = param.name or ""
+        value = replace.get(name, ctx.params.get(name))
+        if isinstance(param, click.Argument):
+            words.append(str(value))
+        elif isinstance(param, click.Option) and value is not None and value != param.default:
+            long = max(param.opts, key=len)
+            if param.is_flag and param.secondary_opts:
+                words.append(long if value else max(param.secondary_opts, key=len))
+            elif param.is_flag:
+                if value:
+                    words.append(long)
+            elif param.multiple:
+                for item in value:
+                    words += [long, str(item)]
+            else:
+                words += [long, str(value)]
+    return shlex.join(words)
 
 
 def _batch_tasks(path: str, source: Any, conf: Any, target: str) -> list[Any]:
@@ -136,15 +173,22 @@ def _batch_tasks(path: str, source: Any, conf: Any, target: str) -> list[Any]:
     return tasks
 
 
-def _run_batch(tasks: list[Any], saver: Any, run_conf: Any, as_json: bool, where: str) -> None:
+def _run_batch(
+    tasks: list[Any], saver: Any, run_conf: RunConfig, as_json: bool, where: str, again: str
+) -> None:
     from ..runner import Runners
 
     try:
         responses = asyncio.run(Runners.run_task(tasks, checkpointer=saver, run_conf=run_conf))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the runs in flight were cancelled where they were
+        if run_conf.engine_name == "ray":
+            from ..engine import shutdown
+
+            shutdown()
         click.echo(
-            "interrupted; run the same command again to continue: finished tasks are read back, "
-            "the others resume from their last checkpoint",
+            f"interrupted: the runs still going stopped at their last checkpoint. To continue, "
+            f"run\n  {again}\n(finished tasks are read back, not run again; the others resume "
+            "from their last checkpoint)",
             err=True,
         )
         sys.exit(130)
@@ -250,6 +294,7 @@ def run(
     concurrency: int,
     engine: Literal["local", "ray"],  # click.Choice
     workers: int,
+    progress: bool | None,
     db: str | None,
 ) -> None:
     """Run TARGET (MODULE:ATTRIBUTE of an Agent or Swarm, or a workflow .yaml) on --input, or
@@ -280,7 +325,12 @@ def run(
                 )
             ]
         )
-        _run_batch(tasks, saver, run_conf_of(engine, workers, concurrency), as_json, _db_path(db))
+        # a single --input's task id, so that the same command continues the same run
+        again = again_command(
+            click.get_current_context(), task_id=task_id if batch is not None else tasks[0].id
+        )
+        conf_of = run_conf_of(engine, workers, concurrency, progress)
+        _run_batch(tasks, saver, conf_of, as_json, _db_path(db), again)
         return
     assert input_ is not None
     agent = getattr(source, "agent", None)

@@ -2,8 +2,9 @@
 
 ``RunConfig(engine_name="ray", worker_num=N)`` given to ``Runners.run_task``,
 ``Runners.rollout``, the meta-learning evaluation or ``optimize`` sends the batch to N
-long-lived Ray worker actors. Tasks travel as specs (:mod:`._specs`), the workers share the
-driver's checkpoint store, and the driver reads every response back from it (:mod:`._ray`).
+long-lived Ray worker actors, a chunk each (:mod:`._ray`). Tasks travel as specs
+(:mod:`._specs`), the workers write to the driver's checkpoint store and send back each
+run's response as the local engine's loop built it (:mod:`._worker`).
 """
 
 from __future__ import annotations

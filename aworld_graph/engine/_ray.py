@@ -1,10 +1,11 @@
-"""The Ray engine's driver side: worker actors, one call per task, retries, reading back.
+"""The Ray engine's driver side: worker actors, one streaming call per worker, retries.
 
-Each task becomes one call of a worker actor's async ``run`` method (Ray queues the calls
-and runs at most ``max_concurrency`` of them at a time on the actor's event loop); the
-tasks are dealt round-robin, so each worker gets a share of the batch. Ray does the
-scheduling; this module only deals the tasks, retries a task whose worker died on the next
-worker, and reads each response back from the shared store when its summary arrives.
+The batch is dealt round-robin into one chunk per worker actor and each chunk is one call
+of the actor's async generator ``stream``: the worker runs its chunk on its event loop, at
+most ``max_concurrency`` runs at a time, and yields each run's response as the run ends (the
+responses of runs that end together travel together). Ray does the scheduling and the
+transport; this module deals the chunks, deals again what a dead worker's chunk left over
+the live workers, and hands each response to the caller as it arrives.
 """
 
 from __future__ import annotations
@@ -76,11 +77,11 @@ class _Pool:
         cpus = float(ray.cluster_resources().get("CPU", 1.0))
         remote = ray.remote(Worker).options(
             num_cpus=min(1.0, cpus / self.conf.worker_num),
-            max_concurrency=self.conf.max_concurrency,
+            max_concurrency=_CALLS,
             runtime_env=self.conf.runtime_env,
             max_restarts=0,
         )
-        return remote.remote([os.getcwd()])
+        return remote.remote([os.getcwd()], self.conf.max_concurrency)
 
     async def start(self, ray: Any) -> None:
         self.actors = [self.start_one(ray) for _ in range(self.conf.worker_num)]
@@ -96,6 +97,10 @@ class _Pool:
 
 _pools: dict[str, _Pool] = {}
 
+_CALLS = 64
+"""Calls an actor takes at once (the streams of the chunks it holds, its pid); its runs are
+limited by the worker's own gate, ``max_concurrency`` over all of them."""
+
 
 async def _pool(ray: Any, conf: RunConfig, store: dict[str, Any]) -> _Pool:
     if not ray.is_initialized():
@@ -104,10 +109,12 @@ async def _pool(ray: Any, conf: RunConfig, store: dict[str, Any]) -> _Pool:
             ray.init(address=conf.address)
         else:  # a local cluster, reachable only from this machine
             ray.init(include_dashboard=False, _node_ip_address="127.0.0.1")
-    if store["sqlite"] and sum(1 for n in ray.nodes() if n.get("Alive")) > 1:
+    machines = sorted({str(n.get("NodeManagerAddress")) for n in ray.nodes() if n.get("Alive")})
+    if store["sqlite"] and len(machines) > 1:  # nodes on one machine share its disk
         raise ConfigError(
             f"the store {store['target']} is a SQLite file, and this Ray cluster spans "
-            "machines that do not share it; use a PostgreSQL store "
+            f"{len(machines)} machines ({', '.join(machines)}) whose workers cannot all write "
+            "to it; use a PostgreSQL store every machine reaches "
             "(TrajectorySaver('postgresql://…') or --db postgresql://…)"
         )
     key = json.dumps([conf.worker_num, conf.max_concurrency, conf.runtime_env], sort_keys=True)
@@ -135,25 +142,20 @@ def shutdown() -> None:
     _pools.clear()
 
 
-async def _read_back(
-    task: Task, summary: dict[str, Any], saver: Any, started: float
-) -> TaskResponse:
-    """The task's response from the store, as the local engine would have made it."""
-    if summary["status"] == "busy":
-        return TaskResponse(
-            id=task.id, success=False, msg=summary.get("msg"), status="busy", thread_id=task.id
-        )
+async def _read_back(task: Task, error: str, saver: Any, started: float) -> TaskResponse:
+    """The response of a task no worker could finish, from the store: its state at its last
+    checkpoint and ``error``, as the local engine reports a run that failed."""
     graph = open_graph(task)
     try:
         compiled = graph.compile(saver)
-        config = run_config(task, graph)
-        # the worker's map of supersteps to checkpoints spares the walk over the thread
-        chain = {int(step): c for step, c in (summary.get("chain") or {}).items()}
-        return await respond(
-            task, compiled, config, started=started, error=summary.get("error"), chain=chain
-        )
+        return await respond(task, compiled, run_config(task, graph), started=started, error=error)
     finally:
         await close_graph(graph)
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:200]
 
 
 async def run_on_ray(
@@ -162,10 +164,14 @@ async def run_on_ray(
     saver: BaseCheckpointSaver[Any],
     tick: Callable[[TaskResponse], None] | None = None,
 ) -> dict[str, TaskResponse]:
-    """Run ``tasks`` on Ray worker actors; ``{task.id: response}`` read back from ``saver``.
+    """Run ``tasks`` on Ray worker actors; ``{task.id: response}``, in the order of ``tasks``.
 
     Every task is turned into a spec first, so a task that cannot be rebuilt on a worker is
-    an error before anything is sent. ``tick`` is called with each response as it arrives."""
+    an error before anything is sent. The batch is dealt round-robin into one chunk per
+    worker, each sent as one streaming call; the worker yields each run's response as the
+    run ends. When a worker dies, what its chunk had not finished is dealt again over the
+    workers (a fresh actor takes the dead one's place) and resumes from its last checkpoint.
+    ``tick`` is called with each response as it arrives."""
     ray = _ray()
     from ray.exceptions import RayActorError
 
@@ -182,35 +188,25 @@ async def run_on_ray(
                 raise DefinitionError(f"task {task.id}: {exc}") from None
         specs.append({**task_spec(task, sources[id(obj)]), "temperature": temperature})
     pool = await _pool(ray, conf, store)
-    refs: dict[str, Any] = {}
+    for task in tasks:  # as after a local run: the thread exists from now on
+        task._new_thread = False
+    index = {task.id: i for i, task in enumerate(tasks)}
+    responses: list[TaskResponse | None] = [None] * len(tasks)
     retried: dict[str, list[str]] = {}
+    deaths = [0] * len(tasks)
+    started = time.perf_counter()
+    calls: set[Any] = set()  # the streaming calls in flight
+    jobs: set[asyncio.Future[None]] = set()
 
-    async def one(index: int, task: Task, spec: dict[str, Any]) -> TaskResponse:
-        started = time.perf_counter()
-        slot = index % len(pool.actors)
-        summary: dict[str, Any] | None = None
-        for _attempt in range(conf.max_retries + 1):
-            actor, pid = pool.actors[slot], pool.pids[slot]
-            traced = {**spec, "trace": tracing.inject()}  # the worker's spans join this trace
-            refs[task.id] = ref = actor.run.remote(traced, store)
-            try:
-                summary = await ref
-                break
-            except RayActorError as exc:
-                await pool.replace(ray, slot, actor)
-                slot = (slot + 1) % len(pool.actors)
-                reason = (
-                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                )
-                retried.setdefault(task.id, []).append(f"worker pid {pid} died ({reason[:200]})")
-                spec = {**spec, "new": False, "retry": True}
-                summary = None
-        if summary is None:
-            summary = {
-                "status": "error",
-                "error": f"its worker died {conf.max_retries + 1} times: "
-                + "; ".join(retried[task.id]),
-            }
+    def settle(i: int, response: TaskResponse) -> None:
+        response.retried = list(retried.get(tasks[i].id, []))
+        responses[i] = response
+        if tick is not None:
+            tick(response)
+
+    def arrived(summary: dict[str, Any]) -> None:
+        i = index[summary["id"]]
+        task = tasks[i]
         if summary["status"] in ("rejected", "crashed"):
             raise DefinitionError(
                 f"task {task.id}: the Ray worker (host {summary.get('host')}, pid "
@@ -223,23 +219,56 @@ async def run_on_ray(
                 if resumed
                 else f"; started again on worker pid {summary.get('pid')} (it had not begun)"
             )
-        response = await _read_back(task, summary, saver, started)
-        response.retried = list(retried.get(task.id, []))
-        if tick is not None:
-            tick(response)
-        return response
+        settle(i, summary["response"])
 
-    jobs = [
-        asyncio.ensure_future(one(i, t, s))
-        for i, (t, s) in enumerate(zip(tasks, specs, strict=True))
-    ]
+    async def chunk(slot: int, share: list[int]) -> None:
+        """Run the tasks ``share`` on the worker in ``slot``; deal again what its death left."""
+        actor, pid = pool.actors[slot], pool.pids[slot]
+        trace = tracing.inject()  # the workers' spans join this trace
+        call = actor.stream.remote([{**specs[i], "trace": trace} for i in share], store)
+        calls.add(call)
+        left = set(share)
+        try:
+            async for ref in call:
+                for summary in await ref:
+                    left.discard(index[summary["id"]])
+                    arrived(summary)
+        except RayActorError as exc:
+            await pool.replace(ray, slot, actor)
+            again = []
+            for i in sorted(left):
+                note = f"worker pid {pid} died ({_reason(exc)})"
+                retried.setdefault(tasks[i].id, []).append(note)
+                deaths[i] += 1
+                if deaths[i] > conf.max_retries:
+                    error = f"its worker died {deaths[i]} times: " + "; ".join(retried[tasks[i].id])
+                    settle(i, await _read_back(tasks[i], error, saver, started))
+                else:
+                    specs[i] = {**specs[i], "new": False, "retry": True}
+                    again.append(i)
+            deal(again, slot + 1)
+        finally:
+            calls.discard(call)
+
+    def deal(indices: list[int], first: int) -> None:
+        n = len(pool.actors)
+        for k in range(n):
+            if indices[k::n]:
+                jobs.add(asyncio.ensure_future(chunk((first + k) % n, indices[k::n])))
+
+    deal(list(range(len(tasks))), 0)
     try:
-        responses = await asyncio.gather(*jobs)
+        while jobs:
+            done, _ = await asyncio.wait(jobs, return_when=asyncio.FIRST_EXCEPTION)
+            for job in done:
+                jobs.discard(job)
+                job.result()
     except BaseException:  # Ctrl-C, cancellation or an error: stop what is still running
         for job in jobs:
             job.cancel()
-        for ref in refs.values():
-            ray.cancel(ref)
+        for call in list(calls):
+            ray.cancel(call)
         await asyncio.gather(*jobs, return_exceptions=True)
         raise
-    return {r.id: r for r in responses}
+    assert all(r is not None for r in responses), "every task got a response"
+    return {r.id: r for r in responses if r is not None}

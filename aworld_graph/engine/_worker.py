@@ -1,17 +1,22 @@
 """The Ray worker actor: a long-lived process with its own event loop, its own model clients
 and MCP sessions (built with the tasks' sources) and its own connection to the shared store.
 
-It rebuilds each task from its spec, runs it with the same loop as the local engine
-(:func:`~aworld_graph._run_impl.drive`) and returns a small summary; the driver reads the
-response itself back from the store.
+The driver sends it a chunk of the batch as one streaming call (:meth:`Worker.stream`). It
+rebuilds each task from its spec, runs it with the same loop as the local engine
+(:func:`~aworld_graph._run_impl.drive`), at most ``max_concurrency`` at a time, and yields a
+summary of each finished run: how it went and the :class:`~aworld_graph.task.TaskResponse`
+that loop built, so the driver has the local engine's very response without reading the run
+back from the store.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import sys
 import traceback
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,18 +24,27 @@ if TYPE_CHECKING:
 
     from ..checkpoint import TrajectorySaver
 
-__all__ = ["Worker"]
+__all__ = ["GATHER_S", "Worker"]
+
+GATHER_S = 0.02
+"""After a run of a chunk ends, the worker waits this long for more to end before it sends
+their responses, together, to the driver: at hundreds of runs a second each message costs
+the driver and the worker more CPU than the run's response itself (measured on 2 cores:
+the driver's share per task 0.7 ms -> 0.4 ms). A response is final when it is sent; this only
+delays it (and the progress bar) by at most this long."""
 
 
 class Worker:
     """One worker process (made a Ray actor by :mod:`._ray`)."""
 
-    def __init__(self, sys_path: list[str]) -> None:
+    def __init__(self, sys_path: list[str], max_concurrency: int) -> None:
         for entry in reversed(sys_path):  # the driver's project directory, when it is here too
             if entry not in sys.path and os.path.isdir(entry):
                 sys.path.insert(0, entry)
         self.savers: dict[str, TrajectorySaver] = {}
         """One saver (one connection pool) per store this worker has written to."""
+        self.gate = asyncio.Semaphore(max_concurrency)
+        """At most ``max_concurrency`` runs at a time, over every chunk this worker holds."""
 
     def _saver(self, store: dict[str, Any]) -> TrajectorySaver:
         from ..checkpoint import TrajectorySaver
@@ -44,16 +58,35 @@ class Worker:
         """This worker's process id."""
         return os.getpid()
 
+    async def stream(
+        self, specs: list[dict[str, Any]], store: dict[str, Any]
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """Run a chunk of tasks; yields the summaries of the runs that have ended since the
+        last yield (one or more: those that end within ``GATHER_S`` of each other travel
+        together). Cancelling the call cancels the runs still going (each stays resumable
+        from its last checkpoint)."""
+
+        async def one(spec: dict[str, Any]) -> dict[str, Any]:
+            async with self.gate:  # FIFO: the chunk's tasks start in the order they came
+                return await self.run(spec, store)
+
+        pending = {asyncio.ensure_future(one(spec)) for spec in specs}
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if pending:  # the runs that end in the next moment travel with these
+                    more, pending = await asyncio.wait(pending, timeout=GATHER_S)
+                    done |= more
+                yield [job.result() for job in done]
+        finally:
+            for job in pending:
+                job.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
     async def run(self, spec: dict[str, Any], store: dict[str, Any]) -> dict[str, Any]:
-        """Run (or read back, or resume) one task in ``store``; a summary of how it went."""
-        from .._run_impl import (
-            _checkpoint_chain,
-            close_graph,
-            drive,
-            open_graph,
-            resume_hint,
-            run_config,
-        )
+        """Run (or read back, or resume) one task in ``store``; a summary of how it went, with
+        the run's response under ``response`` when it ran."""
+        from .._run_impl import close_graph, drive, open_graph
         from ..errors import AWorldGraphError
         from ..model import sampling_temperature
         from ._specs import task_of
@@ -69,7 +102,7 @@ class Worker:
         except AWorldGraphError as exc:
             return {**summary, "status": "rejected", "error": str(exc)}
         except Exception as exc:  # importing the task's module failed
-            error: str | None = "".join(traceback.format_exception_only(exc)).strip()
+            error = "".join(traceback.format_exception_only(exc)).strip()
             return {**summary, "status": "rejected", "error": error}
         if spec.get("retry"):
             config: RunnableConfig = {"configurable": {"thread_id": task.id, "checkpoint_ns": ""}}
@@ -89,27 +122,9 @@ class Worker:
                 graph = open_graph(task)
                 try:
                     response, _ = await drive(task, graph, saver)
-                    chain = (
-                        await _checkpoint_chain(
-                            saver, run_config(task, graph), response.checkpoint_id
-                        )
-                        if response.checkpoint_id
-                        else {}
-                    )
                 finally:
                     await close_graph(graph)
         except Exception as exc:  # a bug, not a run's failure (those are in the response)
             error = "".join(traceback.format_exception_only(exc)).strip()
             return {**summary, "status": "crashed", "error": error}
-        error = None
-        if response.status == "error" and response.msg:
-            hint = resume_hint(task.id)
-            error = response.msg[: -len(hint)] if response.msg.endswith(hint) else response.msg
-        return {
-            **summary,
-            "status": response.status,
-            "error": error,
-            "msg": response.msg,
-            "head": response.checkpoint_id,
-            "chain": {str(step): checkpoint for step, checkpoint in chain.items()},
-        }
+        return {**summary, "status": response.status, "response": response}

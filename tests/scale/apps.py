@@ -3,6 +3,7 @@ module (a model defined inside a test function could not travel)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from pathlib import Path
@@ -25,6 +26,26 @@ def report_pid() -> int:
 def square(n: int) -> int:
     """``n`` squared."""
     return n * n
+
+
+_in_flight = {"now": 0, "peak": 0}
+
+
+@tool
+async def overlap() -> str:
+    """Holds on for a moment; names this process and the most calls it held at once."""
+    _in_flight["now"] += 1
+    _in_flight["peak"] = max(_in_flight["peak"], _in_flight["now"])
+    try:
+        await asyncio.sleep(0.3)
+    finally:
+        _in_flight["now"] -= 1
+    return f"{os.getpid()} {_in_flight['peak']}"
+
+
+def _overlap_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+    last = messages[-1]
+    return f"held {last['content']}" if last["role"] == "tool" else tool_call("overlap", {})
 
 
 def _pid_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
@@ -53,6 +74,9 @@ pid_flow = load_workflow(WORKFLOWS / "pid.yaml", model=FunctionModel(_pid_reply)
 
 square_flow = load_workflow(WORKFLOWS / "square.yaml", model=FunctionModel(_square_reply))
 """A YAML workflow that squares the number of its input with a tool."""
+
+overlapper = Agent(name="overlapper", model=FunctionModel(_overlap_reply), tools=[overlap])
+"""An agent whose one tool call says how many runs its process held at once."""
 
 guesser = Agent(name="guesser", model=FunctionModel(_guess_reply))
 """An agent that is right on even numbers only (for rewards)."""

@@ -67,6 +67,20 @@ async def test_a_yaml_batch_runs_on_two_workers_and_not_in_the_driver(
     assert all(r.retried == [] for r in out.values())
 
 
+async def test_a_worker_runs_at_most_max_concurrency_of_its_chunk_at_once(tmp_path: Path) -> None:
+    tasks = [Task(input=f"hold {i}", agent=apps.overlapper, id=f"hold-{i}") for i in range(12)]
+    conf = RunConfig(engine_name="ray", worker_num=2, max_concurrency=2)
+    out = await Runners.run_task(
+        tasks, checkpointer=TrajectorySaver(tmp_path / "r.db"), run_conf=conf
+    )
+    peaks: dict[int, int] = {}
+    for response in out.values():
+        pid, peak = map(int, str(response.answer).split()[1:])
+        peaks[pid] = max(peaks.get(pid, 0), peak)
+    assert list(out) == [t.id for t in tasks]  # in the order of the tasks
+    assert len(peaks) == 2 and set(peaks.values()) == {2}, peaks
+
+
 _VOLATILE = {
     "at",
     "created_at",
@@ -291,3 +305,36 @@ async def test_spans_of_ray_workers_join_the_drivers_trace(tmp_path: Path) -> No
     (run,) = collector.named("invoke_workflow square")
     trace_id = format(batch.get_span_context().trace_id, "032x")
     assert run.trace_id == trace_id
+
+
+async def test_a_sqlite_store_with_a_cluster_across_machines_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_server: Any
+) -> None:
+    """A second machine cannot join inside this namespace, so the cluster's view of its nodes
+    (``ray.nodes()``, all the engine reads of it) gains a live node on another address; a
+    SQLite file is refused before any worker starts, a PostgreSQL store is not."""
+    import ray
+
+    from aworld_graph import ConfigError
+
+    real = ray.nodes
+
+    def two_machines() -> list[dict[str, Any]]:
+        nodes = real()
+        return [*nodes, {**nodes[0], "NodeID": "f" * 56, "NodeManagerAddress": "10.0.0.2"}]
+
+    monkeypatch.setattr(ray, "nodes", two_machines)
+    tasks = [Task(input="square 2", swarm=apps.square_flow, id="across")]
+    saver = TrajectorySaver(tmp_path / "runs.db")
+    with pytest.raises(
+        ConfigError,
+        match=r"SQLite file.*spans 2 machines \(10\.0\.0\.2, 127\.0\.0\.1\).*PostgreSQL",
+    ):
+        await Runners.run_task(tasks, checkpointer=saver, run_conf=_ray())
+    assert saver.get_tuple({"configurable": {"thread_id": "across", "checkpoint_ns": ""}}) is None
+    shared = TrajectorySaver(postgres_server.create_database(f"scale_{next(_databases)}"))
+    try:
+        out = await Runners.run_task(tasks, checkpointer=shared, run_conf=_ray())
+    finally:
+        shared.close()
+    assert out["across"].answer == "the square is 4"
