@@ -25,6 +25,7 @@ from .agent import Agent
 from .errors import DefinitionError
 from .graph import BuiltGraph, GraphSource, as_source, build_agent_nodes
 from .nodes import Critic, Human, Node
+from .records import TraceRecord
 from .state import SwarmState
 from .swarm import Edge, GraphBuildType, Swarm
 from .tools import ToolSpec
@@ -163,7 +164,7 @@ def _nested_node(swarm_node: Swarm, sub_run: SubRun) -> Callable[..., Any]:
         )
         sub = await run(request, config, str(n))
         step = int((config.get("metadata") or {}).get("langgraph_step", 0))
-        record = {
+        record: TraceRecord = {
             "kind": "swarm",
             "at": time.time(),
             "node": swarm_node.name,

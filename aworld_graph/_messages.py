@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .model import ModelResponse
-from .state import Message, SwarmState
+from .records import Message
+from .state import SwarmState
 
 __all__ = [
     "NUDGE",
@@ -26,10 +27,11 @@ NUDGE = "Reply with the final answer only."
 
 def public_messages(messages: list[Message]) -> list[Message]:
     """Messages without the bookkeeping keys (``_agent``, ``_turn``, ``_error``)."""
-    return [{k: v for k, v in m.items() if not k.startswith("_")} for m in messages]
+    return [cast(Message, {k: v for k, v in m.items() if not k.startswith("_")}) for m in messages]
 
 
 def last_assistant(messages: list[Message], agent: str | None = None) -> Message | None:
+    message: Message  # reversed() of a list reads as an iterator of Any to mypy
     for message in reversed(messages):
         if message.get("role") == "assistant" and (
             agent is None or message.get("_agent", agent) == agent
@@ -88,7 +90,7 @@ def demo_messages(demos: Sequence[Mapping[str, Any]]) -> list[Message]:
 def render_as_text(messages: list[Message]) -> list[Message]:
     """Rewrite tool calls and results as plain text, for models with weak tool support."""
     out: list[Message] = []
-    names: dict[str, str] = {}
+    names: dict[str | None, str] = {}  # call id → tool name
     pending: list[str] = []
 
     def flush() -> None:
@@ -114,7 +116,7 @@ def render_as_text(messages: list[Message]) -> list[Message]:
                 {"role": "assistant", "content": (text + "\n" if text else "") + "; ".join(calls)}
             )
         else:
-            out.append(dict(message))
+            out.append(message.copy())
     flush()
     return out
 

@@ -1,6 +1,6 @@
 """What one tool call of an agent's turn does: the repeat guard, arguments that are not
 JSON, a handoff, a delegation to a team member, or the tool itself (a tool provider's call).
-:class:`aworld_graph._agent_nodes.AgentRuntime` runs each call as its own LangGraph task."""
+The tools node (:mod:`aworld_graph._tools_node`) runs each call as its own LangGraph task."""
 
 from __future__ import annotations
 
@@ -10,26 +10,35 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from ._agent_tools import AgentTools
 from ._messages import NUDGE
-from .state import Message
+from .records import Message, ToolResult
 from .tools import truncate_for_model
 
 __all__ = ["run_call"]
 
 
 async def run_call(
-    runtime: Any,
+    tools: AgentTools,
     tc: dict[str, Any],
     messages: list[Message],
-    exclude: set[str],
+    exclude: set[str | None],
     config: RunnableConfig,
-) -> dict[str, Any]:
-    """The result record of tool call ``tc`` of ``runtime``'s agent (an ``AgentRuntime``)."""
+    *,
+    repeat_guard: bool,
+) -> ToolResult:
+    """The result record of tool call ``tc`` of ``tools.agent``; with ``repeat_guard``, a
+    call that repeats an earlier successful one (not among ``exclude``) gets its result."""
     fn = tc.get("function", {})
     name, raw_args = fn.get("name", ""), fn.get("arguments") or "{}"
-    base = {"tool_call_id": tc.get("id"), "name": name, "arguments": raw_args, "server": None}
-    graph_tool = runtime.graph_tools.get(name)
-    if graph_tool is None and runtime.model.profile.repeat_guard:
+    base: ToolResult = {
+        "tool_call_id": tc.get("id"),
+        "name": name,
+        "arguments": raw_args,
+        "server": None,
+    }
+    graph_tool = tools.graph_tools.get(name)
+    if graph_tool is None and repeat_guard:
         previous = _previous_result(messages, name, raw_args, exclude)
         if previous is not None:
             content = (
@@ -84,7 +93,7 @@ async def run_call(
             "sub_trace": sub.get("trace", []),
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
         }
-    outcome = await runtime.call_tool(name, arguments)
+    outcome = await tools.call_tool(name, arguments)
     duration = outcome.duration_ms or (time.perf_counter() - started) * 1000
     return {
         **base,
@@ -97,7 +106,7 @@ async def run_call(
 
 
 def _previous_result(
-    messages: list[Message], name: str, arguments: str, exclude: set[str]
+    messages: list[Message], name: str, arguments: str, exclude: set[str | None]
 ) -> str | None:
     """Result of an earlier identical, successful call (for the repeat guard)."""
     wanted = _canonical(arguments)

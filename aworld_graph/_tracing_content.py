@@ -9,7 +9,7 @@ Only used with ``configure(capture_content=True)``: chat messages become
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._secrets import strip_secrets
@@ -50,7 +50,7 @@ def _arguments(raw: Any) -> Any:
     return raw
 
 
-def _parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+def _parts(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     if message.get("role") == "tool":
         return [
@@ -76,7 +76,7 @@ def _parts(message: dict[str, Any]) -> list[dict[str, Any]]:
     return parts
 
 
-def system_instructions(messages: Sequence[dict[str, Any]]) -> str | None:
+def system_instructions(messages: Sequence[Mapping[str, Any]]) -> str | None:
     """The system messages' text parts, or ``None`` when there are none."""
     parts = [
         {"type": "text", "content": m.get("content") or ""}
@@ -86,7 +86,7 @@ def system_instructions(messages: Sequence[dict[str, Any]]) -> str | None:
     return _cut(as_json(parts), LIMIT * 4) if parts else None
 
 
-def input_messages(messages: Sequence[dict[str, Any]]) -> str:
+def input_messages(messages: Sequence[Mapping[str, Any]]) -> str:
     """The conversation without its system messages."""
     shaped = [
         {"role": m.get("role"), "parts": _parts(m)} for m in messages if m.get("role") != "system"

@@ -314,7 +314,7 @@ class Tracing:
     async def model_call(
         self,
         model: Any,
-        messages: Sequence[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         tools: Sequence[dict[str, Any]] | None,
         kwargs: dict[str, Any],
     ) -> Any:

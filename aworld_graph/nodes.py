@@ -22,6 +22,7 @@ from ._resolve import resolve_model
 from .config import AgentConfig
 from .errors import DefinitionError
 from .model import ChatModel
+from .records import Reward, TraceRecord
 from .state import SwarmState
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class Critic:
             "scorer": getattr(self.scorer, "__name__", None),
         }
 
-    async def _judge(self, output: str, state: SwarmState) -> tuple[float, str, dict[str, Any]]:
+    async def _judge(self, output: str, state: SwarmState) -> tuple[float, str, TraceRecord]:
         if self.scorer is not None:
             verdict = self.scorer(output, state)
             if inspect.isawaitable(verdict):
@@ -149,7 +150,7 @@ class Critic:
         passed = score >= self.threshold
         status = "pass" if passed else ("max_rounds" if rounds >= self.max_rounds else "retry")
         step = _step(config)
-        reward = {
+        reward: Reward = {
             "step": step,
             "score": score,
             "status": status,
@@ -158,7 +159,7 @@ class Critic:
             "judged": judged,
             "round": rounds,
         }
-        record = {
+        record: TraceRecord = {
             "kind": "critic",
             "at": time.time(),
             "node": self.name,
@@ -310,7 +311,7 @@ class Node:
             output = update.pop("output")
             update["outputs"] = {**update.get("outputs", {}), self.name: output}
             update.setdefault("answer", output if isinstance(output, str) else json.dumps(output))
-        record = {
+        record: TraceRecord = {
             "kind": "node",
             "at": time.time(),
             "node": self.name,

@@ -25,13 +25,14 @@ import math
 import re
 import time
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .errors import DefinitionError
+from .records import Reward, TraceRecord
 from .task import Task, TaskResponse
 
 __all__ = [
@@ -204,9 +205,13 @@ def score_response(
     )
 
 
-def episode_reward(rewards: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """The latest episode-level reward item among a run's rewards, if any."""
-    item: dict[str, Any]  # reversed() of a Sequence whose items hold Any reads as Any to mypy
+_R = TypeVar("_R", bound=Mapping[str, Any])
+
+
+def episode_reward(rewards: Sequence[_R]) -> _R | None:
+    """The latest episode-level reward item among a run's rewards (:class:`Reward` s, or
+    the plain dicts they are), if any."""
+    item: _R  # reversed() of a Sequence reads as an iterator of Any to mypy
     for item in reversed(rewards):
         if item.get("level") == "episode":
             return item
@@ -247,7 +252,9 @@ async def store_score(
         compiled = graph.compile(saver)
         config = run_config(task, graph)
         snapshot = await compiled.aget_state(config)
-        trace = [r for r in (snapshot.values or {}).get("trace") or [] if not r.get("thread_id")]
+        trace: list[TraceRecord] = [
+            r for r in (snapshot.values or {}).get("trace") or [] if not r.get("thread_id")
+        ]
         if not trace:
             raise DefinitionError(
                 f"task {task.id}: the run has no step yet, so it cannot be scored"
@@ -258,7 +265,7 @@ async def store_score(
                 "resume it to the end, then score it"
             )
         last = trace[-1]
-        item = {
+        item: Reward = {
             "step": last.get("step"),
             "score": score.score,
             "status": score.status,

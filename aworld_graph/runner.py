@@ -22,6 +22,7 @@ from .checkpoint import default_checkpointer
 from .config import RunConfig, TaskConfig, TaskRunMode
 from .errors import DefinitionError
 from .graph import GraphSource
+from .records import Reward, TraceRecord
 from .rollout import rollout as _rollout
 from .state import update_problems
 from .task import Task, TaskResponse
@@ -155,13 +156,13 @@ class Runners:
             compiled = graph.compile(saver_or_default(checkpointer))
             config = run_config(task, graph)
             snapshot = await compiled.aget_state(config)
-            trace = (snapshot.values or {}).get("trace") or []
+            trace: list[TraceRecord] = (snapshot.values or {}).get("trace") or []
             if not trace:
                 raise DefinitionError(
                     f"task {task.id}: no step has run yet, so there is nothing to reward"
                 )
             last = trace[-1]
-            item = {
+            item: Reward = {
                 "step": last.get("step"),
                 "score": float(score),
                 "status": status or "scored",

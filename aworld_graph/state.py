@@ -1,7 +1,8 @@
 """``SwarmState``: the one graph state every node reads and writes.
 
 All values are plain JSON-compatible data (dicts, lists, strings, numbers), so a checkpoint
-never needs pickle and any SQLite client can read it. Append-only channels (``messages``,
+never needs pickle and any SQLite client can read it; the keys of its messages, trace records
+and rewards are typed in :mod:`aworld_graph.records`. Append-only channels (``messages``,
 ``trace``, ``rewards``) use an append reducer; the project's ``TrajectorySaver`` stores each
 version of such a list as a delta against the previous one, so a long conversation costs O(n)
 storage. (LangGraph's own ``DeltaChannel`` is not used: it turns message dicts into LangChain
@@ -24,18 +25,9 @@ from typing import (
     get_type_hints,
 )
 
+from .records import Message, Reward, TraceRecord
+
 __all__ = ["SwarmState", "Message", "TraceRecord", "Reward", "STATE_KEYS", "update_problems"]
-
-Message = dict[str, Any]
-"""A chat message in the OpenAI format (``role``, ``content``, ``tool_calls``, ``tool_call_id``),
-plus bookkeeping keys starting with ``_`` (``_agent``, ``_turn``) that never reach a model."""
-
-TraceRecord = dict[str, Any]
-"""What one node execution did: ``{"node", "agent", "kind": "llm"|"tools"|"critic"|..., "step",
-"usage", "latency_ms", "model", "tool_calls", "tool_results", "error", ...}``."""
-
-Reward = dict[str, Any]
-"""A reward attached to a step: ``{"step", "score", "status", "source", "feedback", "judged"}``."""
 
 
 def extend(current: list[Any] | None, update: Any) -> list[Any]:

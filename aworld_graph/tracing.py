@@ -196,7 +196,7 @@ def critic_step(fn: F) -> F:
 
 async def model_call(
     model: Any,
-    messages: Sequence[dict[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
     tools: Sequence[dict[str, Any]] | None = None,
     **kwargs: Any,
 ) -> Any:

@@ -14,14 +14,16 @@ from critic scores and rewards attached through ``Runners.step``/``Runners.rewar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+from .records import Message, Reward, TraceRecord
 
 __all__ = ["build_trajectory", "usage_of"]
 
 
-def usage_of(trace: list[dict[str, Any]]) -> tuple[int, dict[str, int]]:
+def usage_of(trace: Iterable[Mapping[str, Any]]) -> tuple[int, dict[str, int]]:
     """Number of LLM calls and summed token usage in a trace."""
     calls = 0
     total = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
@@ -33,7 +35,7 @@ def usage_of(trace: list[dict[str, Any]]) -> tuple[int, dict[str, int]]:
     return calls, total
 
 
-def _public_message(message: Mapping[str, Any]) -> dict[str, Any]:
+def _public_message(message: Message) -> dict[str, Any]:
     return {k: v for k, v in message.items() if not k.startswith("_")}
 
 
@@ -49,10 +51,10 @@ def _openai_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _item_steps(
-    trace: list[dict[str, Any]],
-) -> dict[int, tuple[dict[str, Any] | None, set[Any]]]:
+    trace: list[TraceRecord],
+) -> dict[int, tuple[TraceRecord | None, set[Any]]]:
     """Trace index of each item's record → its tools record and the supersteps it covers."""
-    out: dict[int, tuple[dict[str, Any] | None, set[Any]]] = {}
+    out: dict[int, tuple[TraceRecord | None, set[Any]]] = {}
     for i, record in enumerate(trace):
         if record.get("kind") not in ("llm", "limit", "critic", "human"):
             continue
@@ -74,12 +76,12 @@ def _item_steps(
 
 
 def _owners(
-    rewards: list[dict[str, Any]], steps_of: Mapping[int, tuple[Any, set[Any]]]
-) -> dict[int, list[dict[str, Any]]]:
+    rewards: list[Reward], steps_of: Mapping[int, tuple[Any, set[Any]]]
+) -> dict[int, list[Reward]]:
     """Which item each reward belongs to, so that none is lost: the item covering its step;
     else (a step with no item of its own, such as a function node's) the latest item before
     it; else the first item."""
-    owned: dict[int, list[dict[str, Any]]] = {i: [] for i in steps_of}
+    owned: dict[int, list[Reward]] = {i: [] for i in steps_of}
     for reward in rewards:
         step = reward.get("step")
         covering = [i for i, (_, steps) in steps_of.items() if step in steps]
@@ -147,9 +149,9 @@ def build_trajectory(
     ``checkpoints`` maps a superstep number to the ``checkpoint_id`` of the
     checkpoint written after it; ``errors`` are failures pending on the latest checkpoint.
     """
-    trace: list[dict[str, Any]] = list(values.get("trace") or [])
-    messages: list[dict[str, Any]] = list(values.get("messages") or [])
-    rewards: list[dict[str, Any]] = list(values.get("rewards") or [])
+    trace: list[TraceRecord] = list(values.get("trace") or [])
+    messages: list[Message] = list(values.get("messages") or [])
+    rewards: list[Reward] = list(values.get("rewards") or [])
     checkpoints = checkpoints or {}
     ids = (session_id, task_id, task_name)
     items: list[dict[str, Any]] = []
@@ -193,7 +195,7 @@ def build_trajectory(
                 )
                 if k in r
             }
-            for r in (tool_record or {}).get("tool_results", [])
+            for r in (tool_record.get("tool_results", []) if tool_record else [])
         ]
         score = step_rewards[-1].get("score") if step_rewards else record.get("score")
         status = step_rewards[-1].get("status") if step_rewards else None

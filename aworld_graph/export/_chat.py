@@ -15,10 +15,12 @@ workflow it is the last agent's turn, whose input carries the earlier steps' out
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..checkpoint import strip_secrets
+from ..records import Message, TraceRecord
 from .runs import Run
 
 __all__ = ["ChatSample", "chat_samples", "start_prompt"]
@@ -79,7 +81,7 @@ def _calls(calls: Any) -> list[dict[str, Any]]:
     return out
 
 
-def public(message: dict[str, Any]) -> dict[str, Any]:
+def public(message: Mapping[str, Any]) -> dict[str, Any]:
     """A message with only the OpenAI keys (no ``_agent``/``_turn``/``_error``)."""
     out = {k: message[k] for k in _KEYS if k in message and message[k] is not None}
     if message.get("role") == "assistant":
@@ -113,7 +115,7 @@ def public_tool(spec: dict[str, Any]) -> dict[str, Any]:
     return public
 
 
-def _specs(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _specs(records: list[TraceRecord]) -> dict[str, dict[str, Any]]:
     by_name: dict[str, dict[str, Any]] = {}
     for record in records:
         for spec in record.get("tools") or []:
@@ -122,7 +124,7 @@ def _specs(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def _tools(
-    records: list[dict[str, Any]], messages: list[dict[str, Any]], known: dict[str, dict[str, Any]]
+    records: list[TraceRecord], messages: list[dict[str, Any]], known: dict[str, dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The tools offered in the turn, plus those other agents called in its context (so
     every call in the sample names a described tool)."""
@@ -135,7 +137,7 @@ def _tools(
     return list(tools.values())
 
 
-def _answers(reply: dict[str, Any], rest: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _answers(reply: Message, rest: list[Message]) -> list[Message]:
     """The tool messages in ``rest`` that answer ``reply``'s calls, when all of them are
     there: a sample ends on an assistant message or on a complete tool exchange (a turn
     that ends by handing off ends with the handoff's result)."""
@@ -152,13 +154,13 @@ def _turn_sample(
     run: Run,
     agent: str,
     turn: str,
-    records: list[dict[str, Any]],
+    records: list[TraceRecord],
     known: dict[str, dict[str, Any]],
 ) -> ChatSample | None:
-    messages = run.messages
+    messages = cast(list[Message], run.messages)  # the state's messages, as they are
     last = records[-1]
 
-    def mine(m: dict[str, Any]) -> bool:
+    def mine(m: Message) -> bool:
         return m.get("_agent") == agent and m.get("_turn") == turn
 
     if last.get("prompt_turn"):  # a private turn: the turn's own messages are the whole view
@@ -198,10 +200,10 @@ def chat_samples(run: Run, *, per: str = "episode", agent: str | None = None) ->
     """
     if per not in ("episode", "turn"):
         raise ValueError(f"per={per!r}: use 'episode' or 'turn'")
-    turns: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    turns: dict[tuple[str, str], list[TraceRecord]] = {}
     answered: tuple[str, str] | None = None
     latest: tuple[str, str] | None = None
-    for record in run.trace:
+    for record in cast(list[TraceRecord], run.trace):  # the state's trace, as it is
         if record.get("kind") != "llm" or not record.get("turn"):
             continue
         latest = (str(record.get("agent")), str(record["turn"]))

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from ..records import Reward, TraceRecord
 from ._view import END, START, View
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def _clip(value: Any, limit: int = _TEXT) -> Any:
     return value
 
 
-def _node_id(view: View, record: dict[str, Any]) -> str | None:
+def _node_id(view: View, record: TraceRecord) -> str | None:
     within = view.find(record["parent_node"]) if record.get("parent_node") else None
     if record.get("kind") == "tools":
         agent = str(record.get("agent") or "")
@@ -45,14 +46,14 @@ def _node_id(view: View, record: dict[str, Any]) -> str | None:
     return view.find(str(record.get("node") or ""), within)
 
 
-def _calls(record: dict[str, Any]) -> list[dict[str, Any]]:
+def _calls(record: TraceRecord) -> list[dict[str, Any]]:
     return [
         {"name": c.get("name"), "arguments": _clip(c.get("arguments"), 500)}
         for c in record.get("tool_calls") or []
     ]
 
 
-def _results(record: dict[str, Any]) -> list[dict[str, Any]]:
+def _results(record: TraceRecord) -> list[dict[str, Any]]:
     return [
         {
             "name": r.get("name"),
@@ -75,12 +76,13 @@ def run_path(response: Any, view: View) -> dict[str, Any]:
         for item in items
         if item["meta"].get("execute_time")
     }
-    rewards = [r for r in state.get("rewards") or [] if isinstance(r, dict)]
+    rewards = cast(list[Reward], [r for r in state.get("rewards") or [] if isinstance(r, dict)])
+    trace: list[TraceRecord] = list(state.get("trace") or [])
     steps: list[dict[str, Any]] = []
-    for record in state.get("trace") or []:
+    for record in trace:
         sub = record.get("thread_id")
         step_rewards = [] if sub else [r for r in rewards if r.get("step") == record.get("step")]
-        reward = step_rewards[-1] if step_rewards else {}
+        reward: Reward = step_rewards[-1] if step_rewards else {}
         results = _results(record)
         duration = record.get("latency_ms")
         if duration is None and results:
@@ -124,12 +126,7 @@ def run_path(response: Any, view: View) -> dict[str, Any]:
             )
     for i, step in enumerate(steps):
         step["index"] = i + 1
-    route = _route(
-        view,
-        steps,
-        list(state.get("trace") or []),
-        finished=getattr(response, "status", None) == "finished",
-    )
+    route = _route(view, steps, trace, finished=getattr(response, "status", None) == "finished")
     return {
         "thread_id": getattr(response, "thread_id", None) or getattr(response, "id", None),
         "status": getattr(response, "status", None),
@@ -145,7 +142,7 @@ def run_path(response: Any, view: View) -> dict[str, Any]:
 
 
 def _route(
-    view: View, steps: list[dict[str, Any]], trace: list[dict[str, Any]], *, finished: bool
+    view: View, steps: list[dict[str, Any]], trace: list[TraceRecord], *, finished: bool
 ) -> list[dict[str, Any]]:
     """The edges the run took, in the order it first took them: ``{"edge": "e<i>" (its
     index in ``view.edges``, as the page numbers them), "source", "target", "step"}`` where
@@ -167,7 +164,7 @@ def _route(
 
     records = iter(trace)
     for step in steps:
-        record = next(records, {}) if step["kind"] != "error" else {}
+        record = next(records, None) if step["kind"] != "error" else None
         node, superstep = step.get("node"), step.get("step")
         if not node or not isinstance(superstep, int):
             continue
@@ -175,7 +172,7 @@ def _route(
         if step["kind"] == "tools":  # a tool execution is its agent's step too
             agent = view.find(str(step.get("agent") or ""), parent.get(node))
             here |= {agent} if agent else set()
-            for result in record.get("tool_results") or []:
+            for result in (record.get("tool_results") or []) if record else []:
                 member = view.find(str(result.get("delegate") or ""), parent.get(node))
                 if result.get("delegate") and member and agent:
                     take(between[(agent, member)], step["index"])

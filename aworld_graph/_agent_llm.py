@@ -1,0 +1,153 @@
+"""An agent's LLM node: one model call, from the prompt to the state update.
+
+The prompt is the agent's system prompt, its demos (turns of their own) and the conversation
+it sees: the whole shared one, or – for a private turn of a workflow agent – only that turn's
+messages, which start from the task input and the outputs of earlier nodes. The update
+appends the assistant message and one ``llm`` trace record; a reply without tool calls is
+the agent's answer. A step limit reached instead stops the run with a ``limit`` record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from . import tracing
+from ._agent_tools import AgentTools
+from ._agent_turns import current_turn, emit, limit_reached, step_of
+from ._messages import (
+    assistant_message,
+    demo_messages,
+    public_messages,
+    render_as_text,
+    tool_used_this_turn,
+    turn_input,
+)
+from .model import ChatModel, ModelResponse
+from .records import Message, TraceRecord
+from .state import SwarmState
+
+__all__ = ["llm_step"]
+
+
+async def llm_step(
+    tools: AgentTools,
+    model: ChatModel,
+    state: SwarmState,
+    config: RunnableConfig,
+    *,
+    private: bool,
+) -> dict[str, Any]:
+    """The state update of one model call of ``tools.agent`` (see the module docstring)."""
+    name, step = tools.name, step_of(config)
+    limit = limit_reached(tools.agent, state, config)
+    if limit is not None:
+        stopped: TraceRecord = {
+            "kind": "limit",
+            "at": time.time(),
+            "node": name,
+            "agent": name,
+            "step": step,
+            "error": limit,
+        }
+        return {
+            "status": "max_steps",
+            "error": limit
+            + "; raise max_steps (Agent.max_steps or TaskConfig.max_steps) and run again",
+            "trace": stopped,
+        }
+    history = state.get("messages", [])
+    turn, new_turn = current_turn(name, history)
+    added: list[Message] = []
+    if private:
+        if new_turn:
+            added.append(
+                {"role": "user", "content": turn_input(name, state), "_agent": name, "_turn": turn}
+            )
+        conversation = [m for m in history if m.get("_turn") == turn] + added
+    else:
+        conversation = history
+    conversation = public_messages(conversation)
+    text_mode = model.profile.tool_results == "text"
+    prompt: list[Message] = [{"role": "system", "content": tools.agent.system_prompt}]
+    # examples are turns of their own, rendered as the conversation is (tool calls too)
+    demos = demo_messages(tools.agent.demos)
+    prompt += render_as_text(demos) if text_mode else demos
+    prompt += render_as_text(conversation) if text_mode else conversation
+    specs = await tools.specs()
+    offer = bool(specs) and not (text_mode and tool_used_this_turn(conversation))
+    on_token: Callable[[str], None] | None = None
+    if (config.get("configurable") or {}).get("stream_tokens"):
+
+        def on_token(text: str) -> None:
+            emit({"event": "token", "agent": name, "text": text})
+
+    response: ModelResponse = await tracing.model_call(
+        model,
+        prompt,
+        [s.openai() for s in specs] if offer else None,
+        tool_choice=model.profile.tool_choice if offer else None,
+        on_token=on_token,
+    )
+    message: Message = {**assistant_message(response), "_agent": name, "_turn": turn}
+    record: TraceRecord = {
+        "kind": "llm",
+        "at": time.time(),
+        "node": name,
+        "agent": name,
+        "step": step,
+        "turn": turn,
+        "model": response.model or model.name,
+        "usage": response.usage.as_dict(),
+        "latency_ms": round(response.latency_ms, 3),
+        "finish_reason": response.finish_reason,
+        "content": response.content,
+        "tool_calls": [c.as_dict() for c in response.tool_calls],
+        "n_messages": len(history) + len(added),
+        "prompt_turn": turn if private else None,
+        "system_prompt": tools.agent.system_prompt,
+        "tools": [s.openai() for s in specs] if offer else [],
+        "raw": response.raw,
+    }
+    _note_unavailable(tools, state, record)
+    emit(
+        {
+            "event": "llm_call",
+            "agent": name,
+            "content": response.content,
+            "tool_calls": record["tool_calls"],
+            "usage": record["usage"],
+            "latency_ms": record["latency_ms"],
+        }
+    )
+    update: dict[str, Any] = {
+        "messages": added + [message],
+        "trace": record,
+        "steps": 1,
+        "active_agent": name,
+    }
+    if not response.tool_calls:
+        update["answer"] = response.content
+        update["outputs"] = {name: response.content}
+        update["status"] = "finished"
+        emit({"event": "answer", "agent": name, "content": response.content})
+    return update
+
+
+def _note_unavailable(tools: AgentTools, state: SwarmState, record: TraceRecord) -> None:
+    """Name the agent's left-out MCP servers in ``record``, once per run, and stream them."""
+    down = tools.newly_unavailable(state.get("trace", []))
+    if down:
+        record["unavailable_servers"] = down
+        for server, reason in down.items():
+            emit(
+                {
+                    "event": "server_unavailable",
+                    "agent": tools.name,
+                    "server": server,
+                    "error": reason,
+                }
+            )
