@@ -143,6 +143,9 @@ def _is_secret_name(key: str) -> bool:
     return bool(_TOKEN.search(key)) and not _TOKEN_COUNTER.search(key)
 
 
+_ATOMS = frozenset({int, float, bool, type(None), bytes})
+
+
 def strip_secrets(value: Any, _depth: int = 0) -> Any:
     """A copy of ``value`` (dicts, lists, tuples) with secret keys and values removed.
 
@@ -150,7 +153,14 @@ def strip_secrets(value: Any, _depth: int = 0) -> Any:
     """
     if _depth > 64:
         return value
-    if isinstance(value, Mapping):
+    kind = type(value)  # exact types first: an ABC check per value costs more than the copy
+    if kind is str:
+        return scrub_text(value)
+    if kind in _ATOMS:
+        return value
+    if kind is list:
+        return [strip_secrets(item, _depth + 1) for item in value]
+    if kind is dict or isinstance(value, Mapping):
         mcp_entry = "env" in value and any(k in value for k in _MCP_SERVER_KEYS)
         out: dict[Any, Any] = {}
         for key, item in value.items():
@@ -159,11 +169,7 @@ def strip_secrets(value: Any, _depth: int = 0) -> Any:
             if key == "arguments" and isinstance(item, str):
                 out[key] = _stripped_arguments(item, _depth)
                 continue
-            out[key] = (
-                item
-                if item is None or isinstance(item, (int, float))
-                else strip_secrets(item, _depth + 1)
-            )
+            out[key] = item if type(item) in _ATOMS else strip_secrets(item, _depth + 1)
         return out
     if isinstance(value, list):
         return [strip_secrets(item, _depth + 1) for item in value]
