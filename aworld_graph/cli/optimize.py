@@ -78,6 +78,20 @@ class _Progress:
             c.print(f"[bold]stopped[/]: {e['reason']}")
 
 
+def _sizes(text: str) -> dict[str, int]:
+    """``train=30,dev=20`` as split sizes (a usage error names what is wrong)."""
+    sizes: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        split, _, value = part.partition("=")
+        if split.strip() not in ("train", "dev", "test") or not value.strip().isdigit():
+            raise click.BadParameter(
+                f"{part!r}: write split=N for train, dev or test, e.g. train=30,dev=20",
+                param_hint="--subset",
+            )
+        sizes[split.strip()] = int(value)
+    return sizes
+
+
 @main.command("optimize")
 @click.argument("workflow", type=click.Path(exists=True, dir_okay=False))
 @click.option(
@@ -102,9 +116,27 @@ class _Progress:
 @db_option()
 @click.option(
     "--operators",
-    default="rewrite_prompt,demos,topology",
+    default=None,
+    help="Operators taking turns, comma-separated, of instructions, rewrite_prompt, demos, "
+    "topology (default: instructions,demos,topology, with rewrite_prompt first when "
+    "--optimizer-model or an LLM_* endpoint is set).",
+)
+@click.option(
+    "--search",
+    type=click.Choice(["guided", "random"]),
+    default="guided",
     show_default=True,
-    help="Operators taking turns (comma-separated).",
+    help="guided, or random search over the same operators (a baseline).",
+)
+@click.option(
+    "--subset",
+    default=None,
+    help="Search on the first N tasks of splits, e.g. train=30,dev=20 (test stays whole).",
+)
+@click.option(
+    "--retry-errors",
+    is_flag=True,
+    help="On a resume, run again the stored runs that ended in an error (default: read back).",
 )
 @click.option(
     "--selection",
@@ -146,7 +178,10 @@ def optimize_command(
     budget: str,
     out: str | None,
     db: str | None,
-    operators: str,
+    operators: str | None,
+    search: Literal["guided", "random"],  # click.Choice
+    subset: str | None,
+    retry_errors: bool,
     selection: str,
     reward: str | None,
     optimizer_model: str | None,
@@ -176,7 +211,9 @@ def optimize_command(
 
     path = Path(workflow)
     task_set = load_tasks(tasks_file, reward=reward)
-    chosen = [n.strip() for n in operators.split(",") if n.strip()]
+    if subset:
+        task_set = task_set.subset(**_sizes(subset))
+    chosen = [n.strip() for n in operators.split(",") if n.strip()] if operators else None
     ops = default_operators(
         resolve_model(AgentConfig(llm_model_name=optimizer_model)) if optimizer_model else None,
         names=chosen,
@@ -196,6 +233,8 @@ def optimize_command(
                 operators=ops,
                 db=db,
                 selection=selection,
+                search=search,
+                retry_errors=retry_errors,
                 concurrency=concurrency,
                 run_conf=run_conf if engine == "ray" or progress else None,
                 seed=seed,

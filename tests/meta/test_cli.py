@@ -65,8 +65,9 @@ def test_optimize_shows_progress_and_writes_outputs(
         and "4 train / 2 dev / 2 test tasks, budget iterations=3" in lines
     )
     assert "eval c000 on train: 0.500" in lines
-    assert "iter 1 rewrite_prompt on c000 -> c001" in lines
-    assert "iter 2 demos on c000 -> c002" in lines
+    assert "iter 1 rewrite_prompt on c000 -> c001" in lines  # an LLM_* endpoint: it joins
+    assert "iter 2 instructions on c000 -> c002" in lines
+    assert "iter 3 demos on c000 -> c003" in lines
     assert "stopped: budget: 3 iterations done" in lines
     assert "wrote " in lines and str(out / "reports") in lines
     reports = sorted(p.name for p in (out / "reports").iterdir())
@@ -104,5 +105,40 @@ def test_optimize_errors_are_one_line(tmp_path: Path) -> None:
 def test_optimize_has_help() -> None:
     result = CliRunner().invoke(main, ["optimize", "--help"])
     assert result.exit_code == 0
-    for option in ("--tasks", "--budget", "--out", "--db", "--operators", "--selection"):
+    for option in (
+        "--tasks",
+        "--budget",
+        "--out",
+        "--db",
+        "--operators",
+        "--selection",
+        "--search",
+        "--subset",
+        "--retry-errors",
+    ):
         assert option in result.output
+
+
+def test_random_search_on_a_subset(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_openai.default = text("The answer is 42.")
+    monkeypatch.setenv("LLM_BASE_URL", fake_openai.url)
+    monkeypatch.setenv("LLM_MODEL_NAME", "fake-model")
+    workflow, tasks = _project(tmp_path)
+    args = ["optimize", str(workflow), "--tasks", str(tasks), "--budget", "iterations=2"]
+    args += ["--out", str(tmp_path / "out"), "--operators", "instructions,topology", "--json"]
+    result = CliRunner().invoke(main, [*args, "--search", "random", "--subset", "train=2,dev=1"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["spent"]["iterations"] == 2
+    report = json.loads(Path(summary["outputs"][-1]).read_text())
+    assert report["rollout_curve"][0] == {
+        "rollouts": 2,  # the subset: 2 training tasks
+        "candidate": "c000",
+        "split": "train",
+        "best_dev": None,
+        "best_train": 0.5,
+    }
+    bad = CliRunner().invoke(main, [*args, "--subset", "train=many"])
+    assert bad.exit_code == 2 and "write split=N" in bad.output
