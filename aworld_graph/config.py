@@ -121,8 +121,8 @@ class RunConfig:
 
     ``Runners.run_task``, ``Runners.rollout``, the meta-learning evaluation and ``optimize``
     take it as ``run_conf=``. On Ray, long-lived worker actors each run a share of the batch
-    on their own event loop and write to the same checkpoint store as the driver, which reads
-    the responses back from it (see ``docs/scale-out.md``).
+    on their own event loop, write to the same checkpoint store as the driver, and send back
+    the same ``TaskResponse`` objects the local engine returns (see ``docs/scale-out.md``).
     """
 
     engine_name: Literal["local", "ray"] = "local"
