@@ -27,7 +27,7 @@ from .errors import ThreadBusy
 from .graph import BuiltGraph, GraphSource, as_source
 from .swarm import Swarm
 from .task import Task, TaskResponse
-from .trajectory import build_trajectory, usage_of
+from .trajectory import achain, build_trajectory, run_status, usage_of
 
 __all__ = [
     "built",
@@ -108,31 +108,6 @@ def resume_hint(task_id: str) -> str:
     return f" (resume with Runners.resume({task_id!r}, ...) or `aworld-graph resume {task_id}`)"
 
 
-async def _checkpoint_chain(
-    checkpointer: BaseCheckpointSaver[Any] | None, config: RunnableConfig, head: str | None
-) -> dict[int, str]:
-    """Superstep → checkpoint id along the current branch of the thread (read from storage)."""
-    if checkpointer is None or head is None:
-        return {}
-    by_id: dict[str, tuple[int, str | None]] = {}
-    thread: RunnableConfig = {
-        "configurable": {"thread_id": config["configurable"]["thread_id"], "checkpoint_ns": ""}
-    }
-    async for tup in checkpointer.alist(thread):
-        parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
-        by_id[tup.config["configurable"]["checkpoint_id"]] = (
-            int(tup.metadata.get("step", -1)),
-            parent,
-        )
-    chain: dict[int, str] = {}
-    current: str | None = head
-    while current is not None and current in by_id:
-        step, parent = by_id[current]
-        chain.setdefault(step, current)
-        current = parent
-    return chain
-
-
 async def respond(
     task: Task,
     graph: CompiledStateGraph[Any, Any, Any, Any],
@@ -176,15 +151,12 @@ async def respond(
     if error and not failures:
         failures = [{"node": None, "error": error, "step": step + 1, "checkpoint_id": head}]
     interrupts = [{"id": i.id, "value": i.value} for i in pending]
-    status = values.get("status") or "running"
-    if error or failures:
-        status = "error"
-    elif interrupts:
-        status = "interrupted"
-    elif next_nodes:
-        status = "running"
-    elif status == "running":
-        status = "finished"
+    status = run_status(
+        values.get("status"),
+        failed=bool(error or failures),
+        interrupted=bool(interrupts),
+        pending=bool(next_nodes),
+    )
     msg = {
         "error": error or (failures[0]["error"] if failures else None),
         "max_steps": values.get("error"),
@@ -198,7 +170,9 @@ async def respond(
     checkpoints = dict(chain or {})
     if not steps_needed <= set(checkpoints):  # steps of an earlier call: walk the stored chain
         saver = graph.checkpointer if isinstance(graph.checkpointer, BaseCheckpointSaver) else None
-        checkpoints = {**await _checkpoint_chain(saver, config, head), **checkpoints}
+        thread = str(config["configurable"]["thread_id"])
+        stored = await achain(saver, thread, head) if saver is not None else {}
+        checkpoints = {**stored, **checkpoints}
     trajectory = build_trajectory(
         values,
         task_id=task.id,

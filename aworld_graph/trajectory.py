@@ -1,6 +1,14 @@
-"""A run's trajectory in AWorld's item shape, read from the checkpointed state.
+"""A run read back from a checkpoint store, and its trajectory in AWorld's item shape.
 
-One item per agent step (an LLM call together with the tool calls it asked for)::
+:func:`load_run` reads one thread of any saver as a :class:`Run`: its latest state values
+(messages, trace, rewards…), its run metadata, its status and the checkpoint of each of its
+supersteps. No graph is needed; with a :class:`~aworld_graph.checkpoint.TrajectorySaver` the
+step → checkpoint map comes from its ``trajectory`` view in one query. The runner's response
+(:func:`aworld_graph._run_impl.respond`) reads the same map with :func:`achain` and decides
+its status with the same rule, :func:`run_status`.
+
+:meth:`Run.trajectory` (and :func:`build_trajectory`, from the state values) gives one item
+per agent step (an LLM call together with the tool calls it asked for)::
 
     {"id", "meta": {session_id, task_id, task_name, agent_id, step, execute_time, pre_agent,
                     checkpoint_id},
@@ -14,257 +22,297 @@ from critic scores and rewards attached through ``Runners.step``/``Runners.rewar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from .records import Message, Reward, TraceRecord
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["build_trajectory", "usage_of"]
+from ._items import build_trajectory, usage_of
+from .checkpoint import TrajectorySaver, strip_secrets
 
+__all__ = [
+    "Run",
+    "RunFilter",
+    "ThreadInfo",
+    "achain",
+    "build_trajectory",
+    "chain",
+    "checkpoint_chain",
+    "load_run",
+    "run_status",
+    "stored_status",
+    "usage_of",
+]
 
-def usage_of(trace: Iterable[Mapping[str, Any]]) -> tuple[int, dict[str, int]]:
-    """Number of LLM calls and summed token usage in a trace."""
-    calls = 0
-    total = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    for record in trace:
-        if record.get("kind") == "llm":
-            calls += 1
-            for key in total:
-                total[key] += int((record.get("usage") or {}).get(key, 0))
-    return calls, total
-
-
-def _public_message(message: Message) -> dict[str, Any]:
-    return {k: v for k, v in message.items() if not k.startswith("_")}
-
-
-def _openai_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        {
-            "id": c["id"],
-            "type": "function",
-            "function": {"name": c["name"], "arguments": c["arguments"]},
-        }
-        for c in calls
-    ]
+Row = tuple[str, str | None, int | None]
+"""A checkpoint of a thread: its id, its parent's id, its superstep."""
 
 
-def _item_steps(
-    trace: list[TraceRecord],
-) -> dict[int, tuple[TraceRecord | None, set[Any]]]:
-    """Trace index of each item's record → its tools record and the supersteps it covers."""
-    out: dict[int, tuple[TraceRecord | None, set[Any]]] = {}
-    for i, record in enumerate(trace):
-        if record.get("kind") not in ("llm", "limit", "critic", "human"):
-            continue
-        tool_record = (
-            next(
-                (
-                    r
-                    for r in trace[i + 1 :]
-                    if r.get("kind") == "tools" and r.get("agent") == record.get("agent")
-                ),
-                None,
-            )
-            if record.get("tool_calls")
-            else None
-        )
-        steps = {record.get("step")} | ({tool_record.get("step")} if tool_record else set())
-        out[i] = (tool_record, steps)
+def checkpoint_chain(rows: Iterable[Row], head: str | None) -> dict[int, str]:
+    """Superstep → checkpoint id along the branch that ends at ``head`` (forks left out; the
+    latest checkpoint of a superstep wins)."""
+    parent_of = {cid: (parent, step) for cid, parent, step in rows}
+    out: dict[int, str] = {}
+    current = head
+    while current is not None and current in parent_of:
+        parent, step = parent_of[current]
+        out.setdefault(int(step if step is not None else -1), current)
+        current = parent
     return out
 
 
-def _owners(
-    rewards: list[Reward], steps_of: Mapping[int, tuple[Any, set[Any]]]
-) -> dict[int, list[Reward]]:
-    """Which item each reward belongs to, so that none is lost: the item covering its step;
-    else (a step with no item of its own, such as a function node's) the latest item before
-    it; else the first item."""
-    owned: dict[int, list[Reward]] = {i: [] for i in steps_of}
-    for reward in rewards:
-        step = reward.get("step")
-        covering = [i for i, (_, steps) in steps_of.items() if step in steps]
-        if not covering and steps_of:
-            earlier = [
-                i
-                for i, (_, steps) in steps_of.items()
-                if isinstance(step, int) and any(isinstance(s, int) and s <= step for s in steps)
-            ]
-            covering = [earlier[-1] if earlier else next(iter(steps_of))]
-        for i in covering:
-            owned[i].append(reward)
-    return owned
+def _thread(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
 
-def _item(
-    number: int,
-    ids: tuple[str | None, str, str | None],
-    at: Mapping[str, Any],
-    pre_agent: str | None,
-    *,
-    kind: Any,
-    agent: Any,
-    execute_time: str | None,
-    checkpoint_id: str | None,
-    state: dict[str, Any],
-    action: dict[str, Any],
-    reward: dict[str, Any],
-) -> dict[str, Any]:
-    """The ``number``-th trajectory item of the run ``ids`` = ``(session_id, task_id,
-    task_name)``: of the step whose ``node`` and ``step`` are ``at``'s."""
-    session_id, task_id, task_name = ids
-    return {
-        "id": f"{task_id}_{number}",
-        "meta": {
-            "session_id": session_id,
-            "task_id": task_id,
-            "task_name": task_name,
-            "agent_id": agent,
-            "step": at.get("step"),
-            "execute_time": execute_time,
-            "pre_agent": pre_agent,
-            "checkpoint_id": checkpoint_id,
-            "node": at.get("node"),
-            "kind": kind,
-        },
-        "state": state,
-        "action": action,
-        "reward": reward,
-    }
+def _row(config: RunnableConfig, parent: RunnableConfig | None, metadata: Any) -> Row:
+    step = (metadata or {}).get("step")
+    return (
+        config["configurable"]["checkpoint_id"],
+        parent["configurable"]["checkpoint_id"] if parent else None,
+        None if step is None else int(step),
+    )
 
 
-def build_trajectory(
-    values: Mapping[str, Any],
-    *,
-    task_id: str,
-    task_name: str | None = None,
-    session_id: str | None = None,
-    checkpoints: Mapping[int, str] | None = None,
-    carry_context: bool = True,
-    errors: list[dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
-    """AWorld trajectory items from a run's state values.
-
-    ``checkpoints`` maps a superstep number to the ``checkpoint_id`` of the
-    checkpoint written after it; ``errors`` are failures pending on the latest checkpoint.
-    """
-    trace: list[TraceRecord] = list(values.get("trace") or [])
-    messages: list[Message] = list(values.get("messages") or [])
-    rewards: list[Reward] = list(values.get("rewards") or [])
-    checkpoints = checkpoints or {}
-    ids = (session_id, task_id, task_name)
-    items: list[dict[str, Any]] = []
-    pre_agent: str | None = None
-    steps_of = _item_steps(trace)
-    owned = _owners(rewards, steps_of)
-    for i, (tool_record, steps) in steps_of.items():
-        record = trace[i]
-        kind = record.get("kind")
-        step_rewards = owned[i]
-        n = int(record.get("n_messages", len(messages)))
-        seen = messages[:n]
-        if record.get("prompt_turn"):  # a private turn of a workflow agent: its own messages
-            seen = [m for m in seen if m.get("_turn") == record["prompt_turn"]]
-        context = [_public_message(m) for m in seen] if carry_context else []
-        user_input = next(
-            (m.get("content") for m in reversed(seen) if m.get("role") in ("user", "tool")),
-            None,
-        )
-        last_step = (
-            max(s for s in steps if s is not None) if any(s is not None for s in steps) else None
-        )
-        checkpoint_id = checkpoints.get(last_step) if last_step is not None else None
-        at = record.get("at")
-        created_at = (
-            datetime.fromtimestamp(at, UTC).isoformat() if isinstance(at, (int, float)) else None
-        )
-        outputs = [
-            {
-                k: r.get(k)
-                for k in (
-                    "tool_call_id",
-                    "name",
-                    "server",
-                    "arguments",
-                    "content",
-                    "result",
-                    "is_error",
-                    "duration_ms",
-                    "repeated",
-                )
-                if k in r
-            }
-            for r in (tool_record.get("tool_results", []) if tool_record else [])
+def chain(saver: BaseCheckpointSaver[Any], thread_id: str, head: str | None) -> dict[int, str]:
+    """:func:`checkpoint_chain` of a stored thread (read with ``saver.list``, or the
+    ``trajectory`` view of a :class:`~aworld_graph.checkpoint.TrajectorySaver`)."""
+    if head is None:
+        return {}
+    if isinstance(saver, TrajectorySaver):
+        rows: Iterable[Row] = [
+            (r.checkpoint_id, r.parent_checkpoint_id, r.step)
+            for r in saver.transitions(thread_id)
+            if r.checkpoint_id is not None  # a failed step made no checkpoint
         ]
-        score = step_rewards[-1].get("score") if step_rewards else record.get("score")
-        status = step_rewards[-1].get("status") if step_rewards else None
-        if status is None:
-            if kind == "limit" or record.get("error"):
-                status = "failed"
-            elif any(o.get("is_error") for o in outputs):
-                status = "tool_error"
-            else:
-                status = "success"
-        items.append(
-            _item(
-                len(items) + 1,
-                ids,
-                record,
-                pre_agent,
-                kind=kind,
-                agent=record.get("agent"),
-                execute_time=created_at,
-                checkpoint_id=checkpoint_id,
-                state={
-                    "input": user_input,
-                    "messages": context,
-                    "context": dict(values.get("context") or {}),
-                },
-                action={
-                    "content": record.get("content") if kind != "limit" else None,
-                    "tool_calls": _openai_calls(record.get("tool_calls") or []),
-                    "is_agent_finished": kind == "llm" and not record.get("tool_calls"),
-                    "ext_info": {
-                        "model": record.get("model"),
-                        "usage": record.get("usage"),
-                        "latency_ms": record.get("latency_ms"),
-                        "finish_reason": record.get("finish_reason"),
-                        "error": record.get("error"),
-                        "feedback": step_rewards[-1].get("feedback")
-                        if step_rewards
-                        else record.get("feedback"),
-                        "unavailable_servers": record.get("unavailable_servers"),
-                    },
-                },
-                reward={
-                    "tool_outputs": outputs,
-                    "status": status,
-                    "score": score,
-                    "rewards": [dict(r) for r in step_rewards],
-                },
-            )
+    else:
+        rows = [_row(t.config, t.parent_config, t.metadata) for t in saver.list(_thread(thread_id))]
+    return checkpoint_chain(rows, head)
+
+
+async def achain(
+    saver: BaseCheckpointSaver[Any], thread_id: str, head: str | None
+) -> dict[int, str]:
+    """:func:`chain`, read with ``saver.alist``."""
+    if head is None:
+        return {}
+    rows = [
+        _row(t.config, t.parent_config, t.metadata) async for t in saver.alist(_thread(thread_id))
+    ]
+    return checkpoint_chain(rows, head)
+
+
+def run_status(status: Any, *, failed: bool, interrupted: bool, pending: bool) -> str:
+    """The status of a run at its latest checkpoint: ``error`` if a node failed, else
+    ``interrupted`` if one waits for input, else ``running`` if nodes are still due, else
+    the state's ``status`` (``finished`` for a graph that ended with it still ``running``).
+
+    ``pending`` includes a step whose results are saved while its checkpoint is not (the
+    process died in between): such a run has not ended; running it again goes on."""
+    if failed:
+        return "error"
+    if interrupted:
+        return "interrupted"
+    if pending:
+        return "running"
+    return "finished" if status in (None, "", "running") else str(status)
+
+
+_ERROR, _INTERRUPT = "__error__", "__interrupt__"
+
+
+def stored_status(channels: Mapping[str, Any], writes: Sequence[Any]) -> str:
+    """:func:`run_status` of a checkpoint read without its graph: its channel values and
+    pending writes (``(task id, channel, value)``). Nodes are due when a ``branch:to:``
+    channel (or the input's ``__start__``) holds a value, or when a task of the next step
+    saved writes (LangGraph's snapshot counts those as its ``tasks`` too)."""
+    written = [w[1] for w in writes]
+    return run_status(
+        channels.get("status"),
+        failed=_ERROR in written,
+        interrupted=_INTERRUPT in written,
+        pending=any(k.startswith("branch:to:") or k == "__start__" for k in channels)
+        or any(c not in (_ERROR, _INTERRUPT) for c in written),
+    )
+
+
+@dataclass(kw_only=True)
+class RunFilter:
+    """Which runs to export. Every criterion given must hold."""
+
+    threads: Sequence[str] = ()
+    """Only these thread ids (empty: all)."""
+    finished: bool = False
+    """Only runs that finished with an answer, whatever their score."""
+    success_only: bool = False
+    """Only successful runs: finished with an answer and not scored ``fail`` by a reward
+    function (``numeric`` and the other reward functions say ``fail`` for a score below
+    their threshold, so a run scored 0 is left out); see :attr:`Run.success`."""
+    min_reward: float | None = None
+    """Only runs whose reward (episode reward, else the last step reward) is at least this."""
+    agent: str | None = None
+    """Only runs in which this agent acted; per-turn exports keep only its turns."""
+    workflow_version: str | None = None
+    """Only runs whose metadata ``workflow_version`` (or ``version``) equals this."""
+    since: datetime | str | None = None
+    """Only runs started at or after this time (naive times are UTC)."""
+    until: datetime | str | None = None
+    """Only runs started at or before this time."""
+    include_subruns: bool = False
+    """Also export delegated member runs (threads ``<parent>.<call>`` of team swarms)."""
+
+
+@dataclass(kw_only=True)
+class ThreadInfo:
+    """A thread as listed by the database, before its values are read."""
+
+    thread_id: str
+    started_at: str | None = None
+    ended_at: str | None = None
+    steps: int = 0
+
+
+@dataclass(kw_only=True)
+class Run:
+    """One stored run (a checkpoint thread at its latest checkpoint)."""
+
+    thread_id: str
+    """The thread id (= task id)."""
+    values: dict[str, Any]
+    """The latest state values (``SwarmState`` channels)."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Run metadata (task id/name, session, graph name and version, rollout group…)."""
+    status: str = "finished"
+    """``finished`` | ``max_steps`` | ``error`` | ``interrupted`` | ``running``."""
+    checkpoint_id: str | None = None
+    """The latest checkpoint."""
+    started_at: str | None = None
+    """Time of the first checkpoint (ISO-8601 UTC)."""
+    ended_at: str | None = None
+    """Time of the latest checkpoint."""
+    checkpoints: dict[int, str] = field(default_factory=dict)
+    """Superstep → id of the checkpoint written after it, along the run (for AWorld items)."""
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.values.get("messages") or [])
+
+    @property
+    def trace(self) -> list[dict[str, Any]]:
+        """Trace records of this thread (records of delegated sub-runs left out)."""
+        return [r for r in self.values.get("trace") or [] if not r.get("thread_id")]
+
+    @property
+    def rewards(self) -> list[dict[str, Any]]:
+        return list(self.values.get("rewards") or [])
+
+    @property
+    def answer(self) -> str | None:
+        return self.values.get("answer")
+
+    @property
+    def input(self) -> str:
+        return str(self.values.get("input") or "")
+
+    @property
+    def task_name(self) -> str | None:
+        return self.metadata.get("task_name") or self.metadata.get("name")
+
+    @property
+    def episode(self) -> dict[str, Any] | None:
+        """The episode reward item (from a reward function), if the run was scored."""
+        # rewards.episode_reward's rule; rewards imports the runner, which imports this
+        return next((r for r in reversed(self.rewards) if r.get("level") == "episode"), None)
+
+    @property
+    def reward(self) -> float | None:
+        """The episode reward, else the score of the last step reward, else ``None``."""
+        item = self.episode or (self.rewards[-1] if self.rewards else None)
+        score = item.get("score") if item else None
+        return float(score) if isinstance(score, (int, float)) else None
+
+    @property
+    def finished(self) -> bool:
+        """Finished with an answer (whatever its score)."""
+        return self.status == "finished" and self.answer is not None
+
+    @property
+    def success(self) -> bool:
+        """Finished with an answer, and not scored ``fail`` by a reward function."""
+        episode = self.episode
+        return self.finished and (episode is None or episode.get("status") != "fail")
+
+    @property
+    def ground_truth(self) -> Any:
+        """The ground truth the run was scored against (episode reward, else metadata)."""
+        episode = self.episode
+        if episode is not None and episode.get("ground_truth") is not None:
+            return episode["ground_truth"]
+        return self.metadata.get("ground_truth", self.metadata.get("expected"))
+
+    @property
+    def group(self) -> str:
+        """Runs of one task share a group: the rollout group, else the task input."""
+        return str(self.metadata.get("rollout_group") or f"input:{self.input}")
+
+    @property
+    def agents(self) -> list[str]:
+        """Agents that acted in the run, in order of first appearance."""
+        return list(dict.fromkeys(str(r["agent"]) for r in self.trace if r.get("agent")))
+
+    @property
+    def workflow_version(self) -> str | None:
+        version = self.metadata.get("workflow_version", self.metadata.get("version"))
+        return None if version is None else str(version)
+
+    def trajectory(self) -> list[dict[str, Any]]:
+        """AWorld trajectory items of the run (see :func:`build_trajectory`)."""
+        return build_trajectory(
+            self.values,
+            task_id=str(self.metadata.get("task_id") or self.thread_id),
+            task_name=self.task_name,
+            session_id=self.metadata.get("session_id"),
+            checkpoints=self.checkpoints,
         )
-        pre_agent = record.get("agent")
-    for error in errors or []:
-        items.append(
-            _item(
-                len(items) + 1,
-                ids,
-                error,
-                pre_agent,
-                kind="error",
-                agent=error.get("node"),
-                execute_time=None,
-                checkpoint_id=error.get("checkpoint_id"),
-                state={"input": None, "messages": [], "context": {}},
-                action={
-                    "content": None,
-                    "tool_calls": [],
-                    "is_agent_finished": False,
-                    "ext_info": {"error": error.get("error")},
-                },
-                reward={"tool_outputs": [], "status": "error", "score": None, "rewards": []},
-            )
-        )
-    return items
+
+    def matches(self, f: RunFilter) -> bool:
+        """Whether the run passes the value-based criteria of ``f``."""
+        if f.finished and not self.finished:
+            return False
+        if f.success_only and not self.success:
+            return False
+        if f.min_reward is not None and (self.reward is None or self.reward < f.min_reward):
+            return False
+        if f.agent is not None and f.agent not in self.agents:
+            return False
+        return f.workflow_version is None or self.workflow_version == str(f.workflow_version)
+
+
+def load_run(saver: BaseCheckpointSaver[Any], info: ThreadInfo | str) -> Run | None:
+    """Read one thread's latest checkpoint as a :class:`Run` (``None`` if it has none)."""
+    if isinstance(info, str):
+        info = ThreadInfo(thread_id=info)
+    tup = saver.get_tuple(_thread(info.thread_id))
+    if tup is None:
+        return None
+    channels = dict(tup.checkpoint.get("channel_values") or {})
+    values = {k: v for k, v in channels.items() if not k.startswith(("branch:", "__"))}
+    head = tup.config["configurable"].get("checkpoint_id")
+    metadata = {
+        k: v
+        for k, v in dict(tup.metadata or {}).items()
+        if k not in ("source", "step", "parents", "writes")
+    }
+    return Run(
+        thread_id=info.thread_id,
+        values=values,
+        metadata=strip_secrets(metadata),
+        status=stored_status(channels, list(tup.pending_writes or [])),
+        checkpoint_id=head,
+        started_at=info.started_at,
+        ended_at=info.ended_at or tup.checkpoint.get("ts"),
+        checkpoints=chain(saver, info.thread_id, head),
+    )
