@@ -73,9 +73,10 @@ async def llm_step(
     conversation = public_messages(conversation)
     text_mode = model.profile.tool_results == "text"
     prompt: list[Message] = [{"role": "system", "content": tools.agent.system_prompt}]
-    # examples are turns of their own, rendered as the conversation is (tool calls too)
-    demos = demo_messages(tools.agent.demos)
-    prompt += render_as_text(demos) if text_mode else demos
+    # examples are turns of their own; their tool calls stay tool-call messages, which the
+    # model's chat template shows as it shows a call (text mode rewrites the conversation only:
+    # a call rewritten as assistant text would teach a text reply)
+    prompt += demo_messages(tools.agent.demos)
     prompt += render_as_text(conversation) if text_mode else conversation
     specs = await tools.specs()
     offer = bool(specs) and not (text_mode and tool_used_this_turn(conversation))
