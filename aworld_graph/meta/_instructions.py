@@ -31,6 +31,7 @@ from ..export.runs import Run, load_run
 from ._context import OperatorContext, Proposal
 from ._edits import bump_card
 from .candidates import Candidate, node_of
+from .checks import argument_text, literal_expression, same_value
 
 __all__ = ["PATTERNS", "PatternPrompt", "diagnose", "sentences"]
 
@@ -42,6 +43,7 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     "arguments": (
         "Pass the expression from the question to the {tool} tool exactly as it is written.",
         "Copy every number and operator of the question into the {tool} call; drop nothing.",
+        "Keep every parenthesis of the question in the {tool} call.",
     ),
     "copy_result": (
         "Copy the {tool} tool's result exactly into your answer.",
@@ -81,8 +83,10 @@ def diagnose(run: Run, node: str, question: str) -> list[str]:
     if not calls:
         found.append("use_tool")
     else:
-        args = " ".join(str((tc.get("function") or {}).get("arguments", "")) for tc in calls)
-        if _numbers(args) != _numbers(question):
+        args = str((calls[-1].get("function") or {}).get("arguments", ""))
+        literal = literal_expression(question)
+        same = same_value(literal, argument_text(args)) if literal is not None else None
+        if same is False or (same is None and _numbers(args) != _numbers(question)):
             found.append("arguments")
     answer = answers[-1] if answers else ""
     if results and answer:

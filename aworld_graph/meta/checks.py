@@ -1,10 +1,13 @@
 """Graph parts the topology edits insert, named in cards by import path:
 
 * ``aworld_graph.meta.checks:arguments_match_question`` – a critic scorer that checks the judged
-  agent's tool call against the question: every number of the question, and no other, must be in
-  the call's arguments (most misses of a small model with a calculator are a dropped operand or
-  an invented decimal in the call, which a check of the answer against the tool's result cannot
-  see);
+  agent's tool call against the question: where the question writes an expression out ("What
+  is (50 + 55) * 18?"), the call must compute it (same value: a dropped operand or parenthesis
+  fails); otherwise every number of the question, and no other, must be in the call's
+  arguments (most misses of a small model with a calculator are a dropped operand, a lost
+  parenthesis or an invented decimal in the call, which a check of the answer against the
+  tool's result cannot see). It reads the question and the call only, never the expected
+  answer;
 * ``aworld_graph.meta.checks:majority_vote`` – the vote node of a ``self_consistency`` rewrite:
   of the answers of ``<node>``, ``<node>_s2``, … it keeps the one most of them agree on (by the
   last number in it, as the ``numeric`` reward reads answers; by the text otherwise), the first
@@ -13,6 +16,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -20,7 +24,13 @@ from typing import Any
 
 from ..state import SwarmState
 
-__all__ = ["arguments_match_question", "majority_vote"]
+__all__ = [
+    "argument_text",
+    "arguments_match_question",
+    "literal_expression",
+    "majority_vote",
+    "same_value",
+]
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -56,6 +66,17 @@ def arguments_match_question(output: str, state: SwarmState) -> tuple[float, str
             "the question, then answer with its result."
         )
     arguments = str((calls[-1].get("function") or {}).get("arguments") or "")
+    literal = literal_expression(_question(state))
+    if literal is not None:  # the question writes the expression out: the call must compute it
+        same = same_value(literal, argument_text(arguments))
+        if same is not None:
+            if same:
+                return 1.0, "The tool call computes the question's expression."
+            return 0.0, (
+                f"Your tool call {arguments} does not compute the question's expression "
+                f"{literal}. Call the calculator again with {literal} exactly as written "
+                "(keep every number, operator and parenthesis), then answer with its result."
+            )
     used = _numbers(arguments)
     if not used:
         return 1.0, "The tool call has no numbers to check."
@@ -74,6 +95,42 @@ def arguments_match_question(output: str, state: SwarmState) -> tuple[float, str
         "calculator again with the expression written exactly as in the question, then answer "
         "with its result."
     )
+
+
+_LITERAL = re.compile(r"[\d(][\d\s+\-*/().]*[\d)]")
+_OPERATOR = re.compile(r"\d\s*\)?\s*[-+*/]\s*\(?\s*\d")
+
+
+def literal_expression(question: str) -> str | None:
+    """The arithmetic expression the question writes out (``(50 + 55) * 18``), if it has one."""
+    found = [m.group(0).strip() for m in _LITERAL.finditer(question)]
+    found = [f for f in found if _OPERATOR.search(f) and f.count("(") == f.count(")")]
+    return max(found, key=len) if found else None
+
+
+def argument_text(arguments: str) -> str:
+    """The expression a call's arguments hold (the JSON's string values; else the raw text)."""
+    try:
+        data = json.loads(arguments)
+    except ValueError:
+        return arguments
+    if isinstance(data, dict):
+        return " ".join(str(v) for v in data.values() if isinstance(v, (str, int, float)))
+    return str(data)
+
+
+def same_value(want: str, got: str) -> bool | None:
+    """Whether two expressions have the same value (``None`` when ``want`` has none)."""
+    from ..environment._calculator import CalculatorError, calculate
+
+    try:
+        expected = float(calculate(want))
+    except (CalculatorError, ArithmeticError, ValueError):
+        return None
+    try:
+        return abs(float(calculate(got)) - expected) < 1e-9 * max(1.0, abs(expected))
+    except (CalculatorError, ArithmeticError, ValueError):
+        return False
 
 
 def _key(answer: str) -> str:

@@ -59,11 +59,19 @@ def test_the_argument_check_compares_the_call_with_the_question() -> None:
     q = "What is 61 * 27 + 63?"
     assert arguments_match_question("", _state(q, '{"expression": "61 * 27 + 63"}'))[0] == 1.0
     assert arguments_match_question("", _state(q, '{"expression": "61*27+63"}'))[0] == 1.0
-    score, feedback = arguments_match_question("", _state(q, '{"expression": "61 * 7 + 63"}'))
-    assert score == 0.0 and "leaves out 27" in feedback and "uses 7" in feedback
-    score, feedback = arguments_match_question("", _state(q, '{"expression": "61.5 * 27 + 63"}'))
-    assert score == 0.0 and "61.5" in feedback  # an invented decimal
+    score, feedback = arguments_match_question("", _state(q, '{"expression": "27 + 63"}'))
+    assert score == 0.0 and "does not compute the question's expression 61 * 27 + 63" in feedback
     assert "1710" not in feedback  # it never gives the result away
+    paren = "What is (50 + 55) * 18?"  # a lost parenthesis keeps every number
+    assert arguments_match_question("", _state(paren, '{"expression": "50 + 55 * 18"}'))[0] == 0.0
+    same = '{"expression": "50 * 18 + 55 * 18"}'  # another way to the same value passes
+    assert arguments_match_question("", _state(paren, same))[0] == 1.0
+    words = "Mia has 14 marbles and buys 3 packs of 6. How many marbles does she have?"
+    assert arguments_match_question("", _state(words, '{"expression": "14 + 3 * 6"}'))[0] == 1.0
+    score, feedback = arguments_match_question("", _state(words, '{"expression": "14 + 6"}'))
+    assert score == 0.0 and "leaves out 3" in feedback
+    score, feedback = arguments_match_question("", _state(words, '{"expression": "14.5 + 3 * 6"}'))
+    assert score == 0.0 and "uses 14.5" in feedback and "leaves out 14" in feedback
     assert arguments_match_question("", _state(q, None))[0] == 0.0  # no call at all
     assert arguments_match_question("", _state("Say hi.", None))[0] == 1.0  # nothing to check
 
