@@ -41,14 +41,18 @@ class RootedFiles:
 
     root: Path
     """The directory the tools may see; resolved (symlinks followed) at construction."""
+    search_seconds: float = SEARCH_SECONDS
+    """Time one ``search_files`` call may spend matching, over all files."""
 
     @classmethod
-    def at(cls, root: str | os.PathLike[str]) -> RootedFiles:
+    def at(
+        cls, root: str | os.PathLike[str], *, search_seconds: float = SEARCH_SECONDS
+    ) -> RootedFiles:
         """Confine file access to ``root`` (which must be an existing directory)."""
         resolved = Path(root).expanduser().resolve()
         if not resolved.is_dir():
             raise FileAccessError(f"root {str(root)!r} is not a directory; pass an existing one")
-        return cls(root=resolved)
+        return cls(root=resolved, search_seconds=search_seconds)
 
     def resolve(self, path: str) -> Path:
         """The real location of ``path`` (relative to the root), refused if outside the root."""
@@ -116,7 +120,7 @@ class RootedFiles:
         if not start.is_dir():
             raise FileAccessError(f"{path!r} is not a directory; search_files searches a directory")
         hits: list[str] = []
-        deadline = time.monotonic() + SEARCH_SECONDS
+        deadline = time.monotonic() + self.search_seconds
         for directory, dirnames, filenames in os.walk(start, followlinks=False):
             dirnames.sort()
             for name in sorted(filenames):
@@ -147,7 +151,7 @@ class RootedFiles:
             except TimeoutError:
                 raise FileAccessError(
                     f"search_files stopped: pattern {regex.pattern[:100]!r} took longer than "
-                    f"{SEARCH_SECONDS:g} s (at {shown}{where}); it backtracks too much (nested "
+                    f"{self.search_seconds:g} s (at {shown}{where}); it backtracks too much (nested "
                     "quantifiers such as (a+)+ or (.*)*): simplify it, or search for plain text"
                 ) from None
 

@@ -30,7 +30,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from ._calculator import CalculatorError, calculate
-from ._files import FileAccessError, RootedFiles
+from ._files import SEARCH_SECONDS, FileAccessError, RootedFiles
 
 __all__ = ["SERVER_NAME", "Transport", "build_server", "main", "serve"]
 
@@ -63,9 +63,12 @@ def _session_key(ctx: Context) -> str:
     return "stdio"  # one process serves one stdio client
 
 
-def build_server(root: str | os.PathLike[str] = ".") -> MCPServer:
-    """An :class:`MCPServer` with the environment's tools, file tools confined to ``root``."""
-    files = RootedFiles.at(root)
+def build_server(
+    root: str | os.PathLike[str] = ".", *, search_seconds: float = SEARCH_SECONDS
+) -> MCPServer:
+    """An :class:`MCPServer` with the environment's tools, file tools confined to ``root``;
+    one ``search_files`` call matches for at most ``search_seconds``."""
+    files = RootedFiles.at(root, search_seconds=search_seconds)
     notebooks: dict[str, dict[str, str]] = {}
     server: MCPServer = MCPServer(name=SERVER_NAME, instructions=_INSTRUCTIONS, log_level="WARNING")
 

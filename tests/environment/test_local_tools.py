@@ -30,13 +30,13 @@ def calculate(expression: str) -> Any:
 class ServedFiles:
     """The file tools of a server confined to ``root``."""
 
-    def __init__(self, root: Path) -> None:
-        self.server = build_server(root)
+    def __init__(self, root: Path, search_seconds: float = 2.0) -> None:
+        self.server = build_server(root, search_seconds=search_seconds)
         self.root = root.resolve()
 
     @classmethod
-    def at(cls, root: Path) -> ServedFiles:
-        return cls(root)
+    def at(cls, root: Path, search_seconds: float = 2.0) -> ServedFiles:
+        return cls(root, search_seconds)
 
     def read_file(self, path: str) -> str:
         return str(_call(self.server, "read_file", path=path))
@@ -159,15 +159,11 @@ def test_read_errors(files: ServedFiles, tmp_path: Path) -> None:
     "pattern",
     ["(a|aa)+$", "(aa|a)+!b", r"(\w|\w\w)+$", "(?:a|aa)+x{41}"],
 )
-def test_a_catastrophic_pattern_is_stopped_with_a_clear_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str
-) -> None:
-    # the limit (2 s) made short, so that four patterns take no 8 s: the one private name here
-    monkeypatch.setattr("aworld_graph.environment._files.SEARCH_SECONDS", 0.05)
+def test_a_catastrophic_pattern_is_stopped_with_a_clear_error(tmp_path: Path, pattern: str) -> None:
     (tmp_path / "long.txt").write_text(
         "ok\n" + "a" * 40 + "x" * 40 + "aaaaaaaaaaaaaaaaaaaaaaaaaaaa!\n"
     )
-    files = ServedFiles.at(tmp_path)
+    files = ServedFiles.at(tmp_path, search_seconds=0.05)  # 2 s by default: 4 cases, 8 s
     with pytest.raises(ToolError) as info:
         files.search_files(pattern)
     message = str(info.value)
