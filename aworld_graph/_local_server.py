@@ -1,0 +1,159 @@
+"""The embedded model's server process: ``python -m aworld_graph._local_server --model PATH``.
+
+llama-cpp-python's OpenAI-compatible app (``/v1/chat/completions``, ``/v1/models``…) on
+``127.0.0.1``, with two changes:
+
+* chats go through the project's handler (:mod:`._chat_handler`, chat format
+  ``aworld-smollm2``);
+* a request whose client goes away (a client timeout, a cancelled task, a closed connection)
+  stops its generation within a token, so the next request is served at once. llama-cpp-python
+  itself keeps generating a non-streamed reply to the end, holding the model lock (a runaway
+  tool argument held it 140 s past the client's timeout, and each retry queued behind it).
+
+An assistant message whose ``content`` is ``null`` (allowed by the OpenAI API next to
+``tool_calls``; llama-cpp-python's request model refuses it with a 500) is read as ``""``.
+
+A new request also no longer cuts a streaming one short (llama-cpp-python's
+``interrupt_requests``, on by default, ends a stream when another request waits); requests
+are served one at a time, in turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+
+from ._chat_handler import CANCEL, CHAT_FORMAT, register
+
+__all__ = ["StopOnDisconnect", "build_app", "main"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class StopOnDisconnect:
+    """ASGI middleware: a POST's generation is cancelled when its client disconnects.
+
+    The request body is read first and replayed to the app; then a watcher waits for the
+    client's ``http.disconnect`` and sets the request's cancel event (:data:`CANCEL`, read
+    by the chat handler in its worker thread), and the app's own ``receive`` reports the
+    disconnect too (for streamed replies)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        body: list[Message] = []
+        while True:
+            message = await receive()
+            body.append(message)
+            if message.get("type") != "http.request" or not message.get("more_body"):
+                break
+        if str(scope.get("path", "")).endswith("/chat/completions"):
+            body = _null_content_as_text(scope, body)
+        cancel = threading.Event()
+        gone = asyncio.Event()
+        if body[-1].get("type") == "http.disconnect":
+            cancel.set()
+            gone.set()
+
+        async def replay() -> Message:
+            if body:
+                return body.pop(0)
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def watch() -> None:
+            while not gone.is_set():
+                message = await receive()
+                if message.get("type") == "http.disconnect":
+                    cancel.set()
+                    gone.set()
+
+        token = CANCEL.set(cancel)
+        watcher = asyncio.ensure_future(watch()) if not gone.is_set() else None
+        try:
+            await self.app(scope, replay, send)
+        finally:
+            CANCEL.reset(token)
+            if watcher is not None:
+                watcher.cancel()
+
+
+def _null_content_as_text(scope: Scope, body: list[Message]) -> list[Message]:
+    """The request body with ``"content": null`` messages given ``""`` (headers fixed up)."""
+    if body[-1].get("type") != "http.request":
+        return body
+    raw = b"".join(m.get("body", b"") for m in body)
+    try:
+        request = json.loads(raw)
+    except ValueError:
+        return body
+    messages = request.get("messages") if isinstance(request, dict) else None
+    if not isinstance(messages, list) or not any(
+        isinstance(m, dict) and "content" in m and m["content"] is None for m in messages
+    ):
+        return body
+    for message in messages:
+        if isinstance(message, dict) and message.get("content", "") is None:
+            message["content"] = ""
+    data = json.dumps(request).encode("utf-8")
+    scope["headers"] = [
+        (k, str(len(data)).encode() if k.lower() == b"content-length" else v)
+        for k, v in scope.get("headers", [])
+    ]
+    return [{"type": "http.request", "body": data, "more_body": False}]
+
+
+def build_app(
+    *, model: str, alias: str, n_ctx: int = 4096, n_threads: int | None = None
+) -> StopOnDisconnect:
+    """The server app for the GGUF file ``model``, served under the name ``alias``."""
+    from llama_cpp.server.app import create_app
+    from llama_cpp.server.settings import ModelSettings, ServerSettings
+
+    register()
+    model_settings: dict[str, Any] = {
+        "model": model,
+        "model_alias": alias,
+        "chat_format": CHAT_FORMAT,
+        "n_ctx": n_ctx,
+        "verbose": False,
+    }
+    if n_threads:
+        model_settings["n_threads"] = n_threads
+    app = create_app(
+        server_settings=ServerSettings(host="127.0.0.1", interrupt_requests=False),
+        model_settings=[ModelSettings(**model_settings)],
+    )
+    return StopOnDisconnect(app)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(prog="python -m aworld_graph._local_server")
+    parser.add_argument("--model", required=True, help="the GGUF file")
+    parser.add_argument("--model_alias", required=True, help="the model name clients use")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--n_ctx", type=int, default=4096)
+    parser.add_argument("--n_threads", type=int, default=None)
+    args = parser.parse_args(argv)
+    app = build_app(
+        model=args.model, alias=args.model_alias, n_ctx=args.n_ctx, n_threads=args.n_threads
+    )
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
