@@ -17,6 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from .._run_impl import built
 from ..errors import AWorldGraphError
 from ..runner import Runners
+from ..trajectory import run_status
 from ._assistants import Assistant, Assistants
 from ._runs import RunManager
 from ._wire import ApiError, checkpoint_ref, clean, now, snapshot_json, to_messages
@@ -143,15 +144,18 @@ class Threads:
             for t in (state.tasks if state else ())
             if t.interrupts
         }
-        errors = state is not None and any(_failed(t.error) for t in state.tasks)
+        run = "finished"  # the run's status by the one rule, then as LangGraph's API says it
+        if state is not None:
+            run = run_status(
+                (state.values or {}).get("status"),
+                failed=any(_failed(t.error) for t in state.tasks),
+                interrupted=bool(interrupts),
+                pending=bool(state.next or state.tasks),
+            )
         if self.runs.busy(thread_id):
             status = "busy"
-        elif interrupts or (state is not None and (state.next or state.tasks) and not errors):
-            status = "interrupted"  # waiting for input, or stopped (killed, cancelled) mid-run
-        elif errors:
-            status = "error"
-        else:
-            status = "idle"
+        else:  # "interrupted" also for a run stopped (killed, cancelled) mid-run
+            status = _THREAD_STATUS.get(run, "idle")
         stamp = latest.checkpoint.get("ts")
         first = summary.first_at if summary else (fresh or {}).get("created_at", stamp)
         return {
@@ -304,6 +308,11 @@ class Threads:
         except (ValueError, KeyError) as exc:  # LangGraph: unknown node or channel
             raise ApiError(422, "invalid_update", f"{type(exc).__name__}: {exc}") from None
         return {"checkpoint": checkpoint_ref(config)}
+
+
+_THREAD_STATUS = {"error": "error", "interrupted": "interrupted", "running": "interrupted"}
+"""A run's status (:func:`~aworld_graph.trajectory.run_status`) as a thread's in LangGraph's
+API; ``finished`` and the rest are ``idle``."""
 
 
 def _failed(error: Any) -> bool:
