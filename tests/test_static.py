@@ -28,3 +28,13 @@ def test_ruff_check() -> None:
 def test_mypy_strict() -> None:
     done = _run("mypy", "aworld_graph")
     assert done.returncode == 0, f"mypy (strict) found problems:\n{done.stdout}{done.stderr}"
+
+
+def test_no_module_is_over_500_lines() -> None:
+    """A module a newcomer can read in one sitting (issue 21); split a longer one by job."""
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in sorted((ROOT / "aworld_graph").rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > 500
+    }
+    assert not long, f"modules over 500 lines: {long}"

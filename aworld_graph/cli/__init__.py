@@ -8,6 +8,7 @@ from __future__ import annotations
 from . import checkpoints as _checkpoints  # noqa: F401  (registers commands)
 from . import env as _env  # noqa: F401
 from . import export as _export  # noqa: F401
+from . import fork as _fork  # noqa: F401
 from . import optimize as _optimize  # noqa: F401
 from . import run as _run  # noqa: F401
 from . import serve as _serve  # noqa: F401
