@@ -188,18 +188,20 @@ def test_every_arguments_grammar_parses_and_nested_schemas_fall_back() -> None:
         {"type": "object", "properties": {"x": {"type": ["string", "null"]}}, "required": ["x"]},
         NESTED,
     ]
-    grammars = [arguments_plan(schema).grammar for schema in schemas]
-    # llama_cpp keeps /dev/null open from its import on: parse in a child, not in pytest
+    # in a child: llama_cpp (the fallback's converter) keeps /dev/null open once imported
     code = (
         "import json, sys\n"
         "from llama_cpp.llama_grammar import LlamaGrammar\n"
-        "for g in json.load(sys.stdin): LlamaGrammar.from_string(g, verbose=False)\n"
+        "from aworld_graph._tool_grammar import arguments_plan\n"
+        "plans = [arguments_plan(s) for s in json.load(sys.stdin)]\n"
+        "for p in plans: LlamaGrammar.from_string(p.grammar, verbose=False)\n"
+        "print(json.dumps([[p.prefix, p.lstrip, p.grammar] for p in plans]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], input=json.dumps(grammars),
+    done = subprocess.run([sys.executable, "-c", code], input=json.dumps(schemas),
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    nested = arguments_plan(NESTED)
-    assert nested.prefix == "" and nested.lstrip and "\\x00-\\x1F" in nested.grammar
+    prefix, lstrip, grammar = json.loads(done.stdout.strip().splitlines()[-1])[-1]
+    assert prefix == "" and lstrip and "\\x00-\\x1F" in grammar
 
 
 # -- the server's stop on disconnect ---------------------------------------------------------
