@@ -77,14 +77,14 @@ def _to_wal(conn: sqlite3.Connection) -> str:
     """Switch the file to WAL (a no-op once it is). Connections opening a new file at once
     may find it locked for a moment, which SQLite's busy handler does not cover: tried again
     for up to the busy timeout."""
-    for _ in range(int(BUSY_TIMEOUT_S / 0.05)):
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
         try:
             return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc):
+            if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-    return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
 
 
 class SqliteDatabase:
@@ -129,30 +129,27 @@ class SqliteDatabase:
 
     def read(self) -> AbstractContextManager[Tx]:
         """A read transaction: one consistent snapshot for every statement in it."""
-        return self._session("BEGIN", nullcontext())
+        return self._session("BEGIN")
 
     def write(self) -> AbstractContextManager[Tx]:
         """A write transaction, committed when the block ends, rolled back if it raises."""
-        self._writable()
-        return self._session("BEGIN IMMEDIATE", self._lock)
+        return self._session("BEGIN IMMEDIATE")
 
-    def _writable(self) -> None:
-        if self.read_only:
+    def autocommit(self) -> AbstractContextManager[Tx]:
+        """A connection outside any transaction (``VACUUM``)."""
+        return self._session(None)
+
+    @contextmanager
+    def _session(self, begin: str | None) -> Iterator[Tx]:
+        writes = begin != "BEGIN"
+        if writes and self.read_only:
             raise ConfigError(
                 f"checkpoint database {self.path} is read-only here (the file or its folder "
                 "is not writable, or it is on a read-only mount or immutable): commands that "
                 "only read (threads, history, export) work on it; to run or change runs, copy "
                 "it somewhere writable or point AWORLD_GRAPH_DB / --db at another file"
             )
-
-    def autocommit(self) -> AbstractContextManager[Tx]:
-        """A connection outside any transaction (``VACUUM``)."""
-        self._writable()
-        return self._session(None, self._lock)
-
-    @contextmanager
-    def _session(self, begin: str | None, lock: AbstractContextManager[Any]) -> Iterator[Tx]:
-        with lock, _sqlite_errors(self.path):
+        with self._lock if writes else nullcontext(), _sqlite_errors(self.path):
             try:
                 conn = self._idle.get_nowait()
             except queue.Empty:

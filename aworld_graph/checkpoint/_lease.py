@@ -41,17 +41,6 @@ def _alive(host: str, pid: int | None) -> bool:
     return True
 
 
-def _busy(thread_id: str, holder: str, host: str, pid: int, expires: float) -> ThreadBusy:
-    return ThreadBusy(
-        f"thread {thread_id!r} is being run by {holder} (host {host}, pid {pid}); a second "
-        "run at the same time would fork its checkpoint chain. Wait for that run to finish "
-        f"(its lease ends in {max(0.0, expires - time.time()):.0f} s if it died on another "
-        "host), or use another thread id",
-        thread_id=thread_id,
-        holder=holder,
-    )
-
-
 Admit = Callable[[Tx, str, Any], None]
 """``admit(tx, thread_id, lease columns)``: :func:`admit` with the writer's identity bound."""
 
@@ -80,7 +69,14 @@ def admit(tx: Tx, thread_id: str, me: str, held: bool, seconds: float, lease: An
             )
         return
     if holder is not None and expires >= now and _alive(host, pid):
-        raise _busy(thread_id, holder, host, pid, expires)
+        raise ThreadBusy(
+            f"thread {thread_id!r} is being run by {holder} (host {host}, pid {pid}); a second "
+            "run at the same time would fork its checkpoint chain. Wait for that run to finish "
+            f"(its lease ends in {max(0.0, expires - now):.0f} s if it died on another host), "
+            "or use another thread id",
+            thread_id=thread_id,
+            holder=holder,
+        )
     if held:  # lost (expired and taken, or deleted): take it back
         acquire(tx, thread_id, me, seconds)
 

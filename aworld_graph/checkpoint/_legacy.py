@@ -54,18 +54,13 @@ def _apply(base: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
 
 def _resolve(tx: Tx, thread_id: str, ns: str, checkpoint_id: str, unpack: Unpack) -> dict[str, Any]:
     """The whole skeleton of a checkpoint stored as a delta (its chain read in one query)."""
-    rows = {
+    rows: dict[str | None, tuple[str | None, bytes]] = {
         cid: (parent, bytes(blob))
         for cid, parent, blob in tx.all(_ANCESTORS, (thread_id, ns, checkpoint_id, thread_id, ns))
     }
-    chain: list[str] = []
+    chain: list[str | None] = []
     current: str | None = checkpoint_id
-    while (
-        current is not None
-        and current in rows
-        and _is_delta(rows[current][1])
-        and current not in chain
-    ):
+    while current in rows and _is_delta(rows[current][1]) and current not in chain:
         chain.append(current)
         current = rows[current][0]
     if current not in rows or _is_delta(rows[current][1]):

@@ -54,29 +54,18 @@ def copy_thread(tx: Tx, source: str, target: str) -> None:
 
 
 def prune(
-    tx: Tx,
-    unpack: Unpack,
-    thread_ids: Iterable[str] | None,
-    keep: int,
-    created_before: str | None = None,
+    tx: Tx, unpack: Unpack, thread_ids: Iterable[str] | None, keep: int, before: str | None
 ) -> int:
     """Delete the checkpoints of each thread/namespace of ``thread_ids`` (all if ``None``)
-    but its ``keep`` newest, only those created before ``created_before`` (ISO UTC) if
-    given; returns how many were deleted."""
-    if thread_ids is None:
-        scopes = tx.all("SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints")
-    else:
-        scopes = [
-            row
-            for t in thread_ids
-            for row in tx.all(
-                "SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints WHERE thread_id = ?",
-                (str(t),),
-            )
-        ]
+    but its ``keep`` newest, only those created before ``before`` (ISO UTC) if given;
+    returns how many were deleted."""
+    scopes = tx.all("SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints")
+    if thread_ids is not None:
+        wanted = {str(t) for t in thread_ids}
+        scopes = [scope for scope in scopes if scope[0] in wanted]
     lock_for_retention(tx, [r[0] for r in scopes])
-    doomed = "1" if created_before is None else "created_at < ?"  # whether a row may go
-    params = () if created_before is None else (created_before,)
+    doomed = "1" if before is None else "created_at < ?"  # whether a row may go
+    params = () if before is None else (before,)
     keys: list[tuple[str, str, str]] = []
     for thread_id, ns in scopes:
         rows = tx.all(

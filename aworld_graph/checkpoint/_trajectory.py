@@ -1,10 +1,6 @@
-"""Derive the ``trajectory`` columns of one transition (parent checkpoint → new checkpoint).
-
-``trajectory`` is a view over ``checkpoints``, whose rows store these derived columns (written
-in the same transaction as the checkpoint), plus a row per failed step. Its columns are
-those of :class:`~aworld_graph.checkpoint.TransitionRow` and ``thread_id``,
-``checkpoint_ns``, in plain SQLite types with JSON as text (``jsonb`` on PostgreSQL).
-"""
+"""The ``trajectory`` columns of one transition (parent checkpoint → new checkpoint), stored
+on the new checkpoint's row in the same transaction (the view: :mod:`._schema`; its columns:
+:class:`~aworld_graph.checkpoint.TransitionRow`)."""
 
 from __future__ import annotations
 
@@ -85,9 +81,9 @@ def _dumps(value: Any) -> str:
 
 def _usage(trace: list[Mapping[str, Any]], messages: list[Any]) -> dict[str, int] | None:
     """Summed usage of the trace's LLM calls, else of the messages' ``usage_metadata``."""
+    names = ("prompt_tokens", "completion_tokens", "total_tokens")
     if trace:
-        found = [r.get("usage") for r in trace]
-        keys = ("prompt_tokens", "completion_tokens", "total_tokens")
+        found, keys = [r.get("usage") for r in trace], names
     else:
         found = [getattr(m, "usage_metadata", None) for m in messages]
         keys = ("input_tokens", "output_tokens", "total_tokens")
@@ -95,7 +91,6 @@ def _usage(trace: list[Mapping[str, Any]], messages: list[Any]) -> dict[str, int
     if not usages:
         return None
     sums = [sum(_int(u.get(key)) for u in usages) for key in keys]
-    names = ("prompt_tokens", "completion_tokens", "total_tokens")
     return {"calls": len(usages), **dict(zip(names, sums, strict=True))}
 
 
@@ -104,11 +99,9 @@ def _tool_names(trace: list[Mapping[str, Any]], messages: list[Any]) -> list[str
     for record in trace:
         for key in ("tool_calls", "tool_results"):
             names.extend(_names(record.get(key)))
-    for message in messages:
-        if isinstance(message, Mapping):
-            names.extend(_names(message.get("tool_calls")))
-        else:
-            names.extend(_names(getattr(message, "tool_calls", None)))
+    for m in messages:
+        calls = m.get("tool_calls") if isinstance(m, Mapping) else getattr(m, "tool_calls", None)
+        names.extend(_names(calls))
     return list(dict.fromkeys(names))
 
 

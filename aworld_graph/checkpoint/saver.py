@@ -47,8 +47,8 @@ def _in_thread(method: Callable[..., T]) -> Callable[..., Any]:
     async def run(self: Any, *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(getattr(self, name), *args, **kwargs)
 
-    run.__name__ = f"a{method.__name__}"
-    run.__doc__ = f"Async :meth:`{method.__name__}` (in a worker thread)."
+    run.__name__ = f"a{name}"
+    run.__doc__ = f"Async :meth:`{name}` (in a worker thread)."
     return run
 
 
@@ -92,11 +92,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         if lease_seconds <= 0:
             raise ConfigError("TrajectorySaver(lease_seconds=...) must be more than 0")
         self.durability: Durability = durability
-        """``normal`` or ``full``."""
         self.snapshot_every = snapshot_every
-        """Full list snapshot every this many versions."""
         self.lease_seconds = lease_seconds
-        """Seconds a :meth:`hold` lasts without a write."""
         self.url: str | None = str(target) if is_url(target) else None
         """The PostgreSQL URL, or ``None`` for a SQLite file."""
         self.path: Path | None = None if self.url else Path(target).expanduser()
@@ -380,7 +377,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         returns the number of checkpoints deleted."""
         if keep < 1:
             raise ConfigError(f"prune_keep_last(keep={keep}): keep at least 1 checkpoint")
-        return self._retain(_retention.prune, self._unpack, thread_ids, keep)
+        return self._retain(_retention.prune, self._unpack, thread_ids, keep, None)
 
     def prune_older_than(
         self,
