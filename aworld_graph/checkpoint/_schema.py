@@ -19,13 +19,14 @@ reads as it is and is migrated in place by the first write (or ``aworld-graph mi
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from ..errors import ConfigError
 from . import _legacy
 from ._db import Tx
 
-__all__ = ["SCHEMA_VERSION", "JSON_COLUMNS", "columns", "primary_key", "schema_version", "upgrade"]
+__all__ = ["SCHEMA_VERSION", "columns", "mark", "schema_version", "upgrade", "upsert_sql"]
 
 FORMAT = "aworld-graph-checkpoints"
 SCHEMA_VERSION = 4
@@ -74,18 +75,31 @@ def _columns(table: str) -> list[tuple[str, str]]:
     return [tuple(c.split()) for c in _TABLES[table][0].split(", ")]  # type: ignore[misc]
 
 
-JSON_COLUMNS = frozenset(n for t in _TABLES for n, kind in _columns(t) if kind == "JSON")
-"""Columns that are ``jsonb`` on PostgreSQL (values are bound as JSON text)."""
-
-
-def primary_key(table: str) -> tuple[str, ...]:
-    """The primary key columns of ``table``."""
-    return _TABLES[table][1]
+_JSON = frozenset(n for t in _TABLES for n, kind in _columns(t) if kind == "JSON")
 
 
 def columns(table: str) -> list[str]:
     """The column names of ``table``, in order."""
     return [name for name, _ in _columns(table)]
+
+
+def mark(dialect: str, column: str) -> str:
+    """The placeholder for a value of ``column``: JSON columns are ``jsonb`` on PostgreSQL,
+    their values bound as JSON text."""
+    return "CAST(? AS jsonb)" if dialect == "postgres" and column in _JSON else "?"
+
+
+@cache
+def upsert_sql(dialect: str, table: str, replace: bool = True) -> str:
+    """``INSERT`` of a whole row of ``table``; on a key already stored, replace the row
+    (``replace``) or keep it."""
+    cols, pk = columns(table), _TABLES[table][1]
+    update = ", ".join(f"{c} = excluded.{c}" for c in cols if c not in pk)
+    action = f"DO UPDATE SET {update}" if replace else "DO NOTHING"
+    return (
+        f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
+        f"({', '.join(mark(dialect, c) for c in cols)}) ON CONFLICT ({', '.join(pk)}) {action}"
+    )
 
 
 def _table_sql(tx: Tx, table: str) -> str:

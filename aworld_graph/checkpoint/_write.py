@@ -15,7 +15,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cache
 from typing import Any
 
 import orjson
@@ -36,7 +35,7 @@ from ._db import AT_CHECKPOINT, Tx, Unpack
 from ._lease import LEASE_COLUMNS, Admit, lease_from
 from ._legacy import skeleton
 from ._read import stored_values
-from ._schema import JSON_COLUMNS, columns, primary_key
+from ._schema import mark, upsert_sql
 from ._trajectory import duration_ms, error_text, node_from_task_path, transition_row
 
 __all__ = ["prepare_put", "prepare_writes", "store_put", "store_writes"]
@@ -61,10 +60,10 @@ class PutRecord:
     skeleton: bytes
     """The checkpoint without its id and values (msgpack)."""
     metadata_json: str
-    values: list[tuple[str, str, Any, tuple[str, bytes] | None]]
+    values: list[tuple[str, str, Any, tuple[str, bytes] | None]] = field(default_factory=list)
     """``(channel, version, value, serialized)`` for each channel in ``new_versions``
     (serialized ``None``: the value is inline in the skeleton)."""
-    texts: dict[bytes, str]
+    texts: dict[bytes, str] = field(default_factory=dict)
     """The long strings the values refer to (see :mod:`._texts`)."""
 
 
@@ -101,8 +100,7 @@ def prepare_put(
     if inline:
         shape["channel_values"] = inline
     step = merged.get("step")
-    texts: dict[bytes, str] = {}
-    return PutRecord(
+    record = PutRecord(
         thread_id=str(conf["thread_id"]),
         ns=conf.get("checkpoint_ns", ""),
         checkpoint_id=checkpoint["id"],
@@ -113,18 +111,12 @@ def prepare_put(
         run_id=None if merged.get("run_id") is None else str(merged["run_id"]),
         skeleton=serde.dumps_typed(shape)[1],
         metadata_json=_metadata_json(merged),
-        values=[
-            (
-                ch,
-                str(ver),
-                values[ch],
-                None if ch in inline else _texts.dumps(serde, values[ch], texts),
-            )
-            for ch, ver in new_versions.items()
-            if ch in values
-        ],
-        texts=texts,
     )
+    for ch, ver in new_versions.items():
+        if ch in values:
+            typed = None if ch in inline else _texts.dumps(serde, values[ch], record.texts)
+            record.values.append((ch, str(ver), values[ch], typed))
+    return record
 
 
 def _is_small_scalar(value: Any) -> bool:
@@ -204,9 +196,9 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int, admit
     )
     derived = transition_row(nodes, changed, appended)
     _texts.store(tx, rec.thread_id, rec.texts)
-    tx.many(_upsert_sql(tx.dialect, "checkpoint_blobs"), blob_rows)
+    tx.many(upsert_sql(tx.dialect, "checkpoint_blobs"), blob_rows)
     tx.run(
-        _upsert_sql(tx.dialect, "checkpoints"),
+        upsert_sql(tx.dialect, "checkpoints"),
         (
             *key, rec.checkpoint_id, rec.parent_id, rec.run_id, rec.step, rec.source, rec.ts,
             rec.skeleton, rec.metadata_json, derived[0],
@@ -275,13 +267,12 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack, admit: Admit) -> Non
         row = (*key, rec.task_id, idx, channel, type_, data, rec.task_path, node, error, now)
         (special if idx < 0 else regular).append(row)
     _texts.store(tx, rec.thread_id, rec.texts)
-    tx.many(_upsert_sql(tx.dialect, "checkpoint_writes", replace=False), regular)
-    tx.many(_upsert_sql(tx.dialect, "checkpoint_writes"), special)
+    tx.many(upsert_sql(tx.dialect, "checkpoint_writes", replace=False), regular)
+    tx.many(upsert_sql(tx.dialect, "checkpoint_writes"), special)
     for cid, stored in (r[4:] for r in rows if r[4] is not None and node is not None):
-        names = tx.json(stored) or []
-        if node not in names:
+        if node not in (names := tx.json(stored) or []):
             sql = (
-                f"UPDATE checkpoints SET nodes = {_mark(tx.dialect, 'nodes')} WHERE {AT_CHECKPOINT}"
+                f"UPDATE checkpoints SET nodes = {mark(tx.dialect, 'nodes')} WHERE {AT_CHECKPOINT}"
             )
             tx.run(sql, (_json_text([*names, node]), *key[:2], cid))
 
@@ -310,26 +301,6 @@ def _pushed_node(tx: Tx, unpack: Unpack, key: tuple[str, str, str], task_path: s
         return None
     node = getattr(packets[index], "node", None)
     return node if isinstance(node, str) else None
-
-
-def _mark(dialect: str, column: str) -> str:
-    """The placeholder for a value of ``column`` (JSON columns are ``jsonb`` on PostgreSQL)."""
-    return "CAST(? AS jsonb)" if dialect == "postgres" and column in JSON_COLUMNS else "?"
-
-
-@cache
-def _upsert_sql(dialect: str, table: str, replace: bool = True) -> str:
-    """``INSERT`` of a whole row of ``table``; on a key already stored, replace the row
-    (``replace``) or keep it."""
-    cols = columns(table)
-    pk = primary_key(table)
-    update = ", ".join(f"{c} = excluded.{c}" for c in cols if c not in pk)
-    action = f"DO UPDATE SET {update}" if replace else "DO NOTHING"
-    marks = ", ".join(_mark(dialect, c) for c in cols)
-    return (
-        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({marks}) "
-        f"ON CONFLICT ({', '.join(pk)}) {action}"
-    )
 
 
 def _metadata_json(metadata: dict[str, Any]) -> str:
