@@ -23,24 +23,21 @@ EMPTY, FULL, DELTA = 0, 1, 2
 
 @dataclass(frozen=True, slots=True)
 class BaseInfo:
-    """What a later version needs to know about a stored list version to extend it."""
+    """A stored list version a later one may extend: its version string, item count, the
+    length and BLAKE2b-128 digest of its serialized items (the array body, without its
+    header), and its depth: the delta rows back to the nearest full value (0 for one)."""
 
     version: str
-    """The stored version string."""
     items: int
-    """Number of items in the list at that version."""
     nbytes: int
-    """Length of the serialized items (array body, without the header)."""
     digest: bytes
-    """BLAKE2b-128 digest of those bytes."""
     depth: int
-    """Delta rows between this version and the nearest full value (0 for a full value)."""
 
 
 Row = tuple[int, str | None, bytes | None, str | None, int | None, int | None, bytes | None, int]
-"""A ``checkpoint_blobs`` row's value columns: ``(kind, type, value, base_version, items,
-nbytes, digest, depth)``: a list's total items, the length and BLAKE2b-128 digest of its
-serialized items, and the delta rows back to the nearest full value."""
+"""A ``checkpoint_blobs`` row's value columns: ``(kind, type, value, base_version)``, then
+``items, nbytes, digest, depth`` as in :class:`BaseInfo` (the first three ``None`` but for
+a list)."""
 
 
 def split_array(data: bytes) -> tuple[int, int] | None:

@@ -17,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple, get_checkpoint_id
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..errors import AWorldGraphError, ConfigError, RuntimeFailure, UnsafeCheckpointValue
+from ..errors import ConfigError, RuntimeFailure, UnsafeCheckpointValue
 from ._blobs import DELTA, EMPTY, array_header, split_array
 from ._db import Tx, Unpack
 from ._legacy import skeleton
@@ -46,8 +46,6 @@ def decoding(label: str) -> Iterator[None]:
     """Values that cannot be decoded mean a damaged store: say so, naming it."""
     try:
         yield
-    except AWorldGraphError:
-        raise
     except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
         raise RuntimeFailure(
             f"checkpoint database {label} holds a value that cannot be decoded "
@@ -67,9 +65,7 @@ def lookup(tx: Tx, config: RunnableConfig) -> Row | None:
 
 
 def thread_of(tx: Tx, checkpoint_id: str) -> str | None:
-    """The thread holding the root-namespace checkpoint ``checkpoint_id``, or ``None``. A copy
-    (``copy_thread``) keeps the ids of its source, so an id may be held by several threads:
-    the first of them by name is given."""
+    """The first thread by name holding root-namespace checkpoint ``checkpoint_id``, or ``None``."""
     row = tx.one(
         "SELECT thread_id FROM checkpoints WHERE checkpoint_id = ? AND checkpoint_ns = '' "
         "ORDER BY thread_id LIMIT 1",
@@ -86,10 +82,7 @@ def list_keys(
     limit: int | None,
 ) -> list[tuple[str, str, str]]:
     """The ``(thread, namespace, checkpoint id)`` of every checkpoint a ``list()`` yields,
-    newest first (one query over the key; :func:`page_rows` then reads them a page at a time).
-
-    Filter keys must be plain identifiers; values are always bound parameters, so nothing
-    from a filter is spliced into the SQL text."""
+    newest first. Filter keys must be identifiers; values are bound, never spliced in."""
     clauses: list[str] = []
     params: list[Any] = []
     if config is not None:
