@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ._runs import STREAM_MODES, Run
+from ._runs import STREAM_MODES, Run, event_name
 from ._wire import ApiError, clean, input_text, sse
 
 if TYPE_CHECKING:
@@ -66,17 +66,6 @@ def _modes(value: Any) -> list[str]:
     return modes
 
 
-def _wanted(mode: str, modes: list[str]) -> str | None:
-    """The SSE event name of a feed part for a reader of ``modes``, or ``None`` to skip it."""
-    if mode == "error":
-        return "error"
-    if mode == "messages-tuple":
-        return "messages" if "messages-tuple" in modes else None
-    if mode.startswith("messages/"):
-        return mode if "messages" in modes else None
-    return mode if mode in modes else None
-
-
 class RunRoutes:
     """Handlers for ``/threads/{thread_id}/runs…`` and the thread-less ``/runs…``."""
 
@@ -87,7 +76,9 @@ class RunRoutes:
 
     # -- creating --------------------------------------------------------------------------
 
-    async def _create(self, request: Request, thread_id: str | None) -> tuple[Run, dict[str, Any]]:
+    async def _create(
+        self, request: Request, thread_id: str | None, *, streamed: bool = False
+    ) -> tuple[Run, dict[str, Any]]:
         body = await self.app.body(request)
         _unserved(body)
         if thread_id is None:
@@ -143,6 +134,7 @@ class RunRoutes:
             kwargs={k: body.get(k) for k in ("input", "command", "stream_mode", "config")},
             check=(lambda: self._check(thread_id, text, has_resume)) if busy else None,
             new_thread=new,
+            modes=body["stream_mode"] if streamed else None,
         )
         if new:  # nobody else knows this thread: its record goes when the run ends
             assert run.task is not None
@@ -191,7 +183,7 @@ class RunRoutes:
         return self.app.json(run.json(), headers=self._location(run))
 
     async def stream(self, request: Request) -> Response:
-        run, body = await self._create(request, request.path_params.get("thread_id"))
+        run, body = await self._create(request, request.path_params.get("thread_id"), streamed=True)
         cancel = body.get("on_disconnect") == "cancel"
         return self._sse(run, body["stream_mode"], cancel, start=0)
 
@@ -334,7 +326,7 @@ class RunRoutes:
                 if start == 0:
                     yield sse("metadata", {"run_id": run.run_id, "attempt": 1})
                 async for ready in run.feed.follow(start):
-                    wanted = [(_wanted(mode, modes), i, data) for i, mode, data in ready]
+                    wanted = [(event_name(mode, modes), i, data) for i, mode, data in ready]
                     chunk = b"".join(sse(e, data, str(i)) for e, i, data in wanted if e)
                     if chunk:
                         yield chunk

@@ -1,8 +1,10 @@
 """Runs the server starts: each one is the library's :func:`~aworld_graph._run_impl.drive` on
 its thread, in a task of the server's event loop, so a client that goes away does not stop it.
 
-A run's events go into its :class:`Feed` once, as ``(mode, data)`` stream parts of every
-stream mode; each SSE reader picks the modes it asked for, from the start or from an event id.
+A run's events go into its :class:`Feed` once, as ``(mode, data)`` stream parts; each SSE
+reader picks the modes it asked for, from the start or from an event id. A background run's
+feed holds every stream mode; a streamed run's only the modes it was created with (as in
+LangGraph's server, a joining reader may ask for those or fewer).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ..task import Task
 from ._assistants import Assistant
 from ._wire import ApiError, clean, now
 
-__all__ = ["STREAM_MODES", "Feed", "Run", "RunManager"]
+__all__ = ["STREAM_MODES", "Feed", "Run", "RunManager", "event_name"]
 
 STREAM_MODES = ("values", "updates", "messages", "messages-tuple", "custom", "checkpoints")
 """The stream modes a run produces."""
@@ -28,6 +30,18 @@ STREAM_MODES = ("values", "updates", "messages", "messages-tuple", "custom", "ch
 _STATUS = {"finished": "success", "interrupted": "interrupted", "error": "error"}
 _STATUS |= {"max_steps": "error", "busy": "error", "running": "interrupted"}
 _KEEP_FINISHED = 2000
+
+
+def event_name(part: str, modes: list[str] | None) -> str | None:
+    """The SSE event name of a feed part for a reader of ``modes`` (``None``: every mode),
+    or ``None`` when that reader skips it."""
+    if part == "error" or modes is None:
+        return "messages" if part == "messages-tuple" else part
+    if part == "messages-tuple":
+        return "messages" if "messages-tuple" in modes else None
+    if part.startswith("messages/"):
+        return part if "messages" in modes else None
+    return part if part in modes else None
 
 
 class Feed:
@@ -90,6 +104,8 @@ class Run:
     cancel_action: str | None = None
     new_thread: bool = False
     """The thread was made for this run (a run without a thread): nothing to read back."""
+    modes: list[str] | None = None
+    """The stream modes its feed holds (``None``: all of them)."""
 
     def json(self) -> dict[str, Any]:
         """The API's ``Run`` object."""
@@ -110,6 +126,13 @@ def _scalars(metadata: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if isinstance(v, (str, int, float, bool))}
 
 
+_PARTS = (
+    *("values", "checkpoints", "updates", "custom"),
+    *("messages-tuple", "messages/metadata", "messages/partial", "messages/complete"),
+)
+"""The parts of a feed (``messages/…`` are the ``messages`` mode's)."""
+
+
 class _Sink:
     """Turns the library's run events into stream parts of every mode."""
 
@@ -117,32 +140,39 @@ class _Sink:
         self.run = run
         self.partial: dict[str, str] = {}
         self.ids: dict[str, str] = {}
+        self.wants = {m: event_name(m, run.modes) is not None for m in _PARTS}
 
     def _message_id(self, agent: str) -> str:
         return self.ids.setdefault(agent, f"run-{self.run.run_id}-{uuid.uuid4().hex[:8]}")
 
     def __call__(self, event: dict[str, Any]) -> None:
-        feed, kind = self.run.feed, event.get("event")
+        feed, kind, wants = self.run.feed, event.get("event"), self.wants
         if kind == "state":
             checkpoint = event["checkpoint"]
-            values = clean(checkpoint.get("values") or {})
+            values = clean(checkpoint.get("values") or {})  # the run's values: always
             if (checkpoint.get("metadata") or {}).get("source") != "input":  # not before it
                 self.run.values = values
-                feed.append("values", values)
-            rest = clean({k: v for k, v in checkpoint.items() if k != "values"})
-            feed.append("checkpoints", {**rest, "values": values})
+                if wants["values"]:
+                    feed.append("values", values)
+            if wants["checkpoints"]:
+                rest = clean({k: v for k, v in checkpoint.items() if k != "values"})
+                feed.append("checkpoints", {**rest, "values": values})
             return
         if kind == "update":
+            if not (wants["updates"] or wants["custom"]):
+                return
             updates = clean(event["updates"])
-            feed.append("updates", updates)
+            if wants["updates"]:
+                feed.append("updates", updates)
             for node, delta in updates.items():
                 record = delta.get("trace") if isinstance(delta, dict) else None
-                if isinstance(record, dict) and record.get("kind") == "critic":
+                if wants["custom"] and isinstance(record, dict) and record.get("kind") == "critic":
                     feed.append("custom", _critic_event(node, record))
             return
 
         def put(mode: str, data: Any) -> None:
-            feed.append(mode, clean(data))
+            if wants[mode]:
+                feed.append(mode, clean(data))
 
         put("custom", event)
         agent = str(event.get("agent") or "")
@@ -223,10 +253,12 @@ class RunManager:
         kwargs: dict[str, Any],
         check: Callable[[], Awaitable[None]] | None = None,
         new_thread: bool = False,
+        modes: list[str] | None = None,
     ) -> Run:
         """Queue a run of ``assistant`` on ``thread_id`` and start it (or, with
         ``enqueue``, start it when the runs before it on the thread have ended). ``check``
-        runs first (after those runs) and may refuse the run with an ``ApiError``."""
+        runs first (after those runs) and may refuse the run with an ``ApiError``. ``modes``:
+        the stream modes to keep (``None``: all)."""
         running = self.busy(thread_id)
         if running and multitask_strategy == "reject":
             raise ApiError(
@@ -247,6 +279,7 @@ class RunManager:
             metadata=metadata,
             kwargs=kwargs,
             new_thread=new_thread,
+            modes=modes,
         )
         self.runs[run.run_id] = run
         self._forget_old()

@@ -259,3 +259,26 @@ async def test_run_options_not_served_are_refused_not_ignored(sdk: Any) -> None:
     done = await sdk.runs.wait(thread, "counter", input=USER, on_completion="keep")
     assert done["answer"] == "4 words"  # nothing was started by the refused ones
     assert len(await sdk.runs.list(thread)) == 1
+
+
+async def test_a_joined_run_streams_the_modes_it_was_made_with(sdk: Any) -> None:
+    async def events(thread: str, run_id: str, modes: list[str]) -> set[str]:
+        parts = sdk.runs.join_stream(thread, run_id, stream_mode=modes, last_event_id="-1")
+        return {part.event async for part in parts} - {"metadata"}
+
+    streamed, background = (await sdk.threads.create())["thread_id"], None
+    parts = sdk.runs.stream(streamed, "counter", input=USER, stream_mode=["updates"])
+    run_id = (await _first(parts, "metadata")).data["run_id"]
+    assert {part.event async for part in parts} == {"updates"}
+    # LangGraph's rule: a join may ask for the modes the run was streamed with, or fewer
+    assert await events(streamed, run_id, ["updates", "values", "custom"]) == {"updates"}
+    background = (await sdk.threads.create())["thread_id"]
+    run = await sdk.runs.create(background, "counter", input=USER)
+    await sdk.runs.join(background, run["run_id"])
+    wanted = ["updates", "values", "custom", "messages-tuple"]
+    assert await events(background, run["run_id"], wanted) == {
+        "updates",
+        "values",
+        "custom",
+        "messages",
+    }

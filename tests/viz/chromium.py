@@ -107,7 +107,8 @@ class Chromium:
         self._drain.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._drain
-        with contextlib.suppress(asyncio.CancelledError):
+        # the browser closed: its socket may end without a close frame
+        with contextlib.suppress(asyncio.CancelledError, websockets.ConnectionClosed):
             await self._reader
 
     async def _drain_stderr(self) -> None:
