@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import ThreadBusy
 from ._db import Tx
+from ._schema import upsert_sql
 
 __all__ = ["HOST", "LEASE_COLUMNS", "Admit", "acquire", "admit", "lease_from", "lock_for_retention"]
 __all__ += ["release"]
@@ -30,10 +31,9 @@ HOST = socket.gethostname()
 
 def _alive(host: str, pid: int | None) -> bool:
     """Whether a holder's process may still run (another host's: assumed so)."""
-    if host != HOST or not pid:
-        return True
     try:
-        os.kill(pid, 0)
+        if host == HOST and pid:
+            os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # alive, another user's
@@ -85,12 +85,8 @@ def acquire(tx: Tx, thread_id: str, me: str, seconds: float) -> None:
     """Take the lease of ``thread_id`` for ``me``, or raise :class:`ThreadBusy`."""
     lease = tx.one(f"SELECT {LEASE_COLUMNS} FROM {lease_from(tx.dialect)}", (thread_id,) * 2)
     admit(tx, thread_id, me, False, seconds, lease)
-    tx.run(
-        "INSERT INTO checkpoint_leases (thread_id, holder, host, pid, expires_at) "
-        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET holder = excluded.holder, "
-        "host = excluded.host, pid = excluded.pid, expires_at = excluded.expires_at",
-        (thread_id, me, HOST, os.getpid(), time.time() + seconds),
-    )
+    row = (thread_id, me, HOST, os.getpid(), time.time() + seconds)
+    tx.run(upsert_sql(tx.dialect, "checkpoint_leases"), row)
 
 
 def release(tx: Tx, thread_id: str, me: str) -> None:

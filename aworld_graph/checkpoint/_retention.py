@@ -27,16 +27,8 @@ def delete_threads(tx: Tx, thread_ids: Sequence[str]) -> None:
 
 def delete_runs(tx: Tx, unpack: Unpack, run_ids: Sequence[str]) -> None:
     """Remove the checkpoints (and their writes) made by ``run_ids``."""
-    keys: list[tuple[str, str, str]] = []
-    for start in range(0, len(run_ids), 500):
-        chunk = list(run_ids[start : start + 500])
-        keys.extend(
-            tx.all(
-                "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints "
-                f"WHERE run_id IN ({','.join('?' * len(chunk))})",
-                chunk,
-            )
-        )
+    sql = "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE run_id = ?"
+    keys = [key for run_id in dict.fromkeys(run_ids) for key in tx.all(sql, (run_id,))]
     lock_for_retention(tx, [k[0] for k in keys])
     _drop(tx, unpack, keys)
 

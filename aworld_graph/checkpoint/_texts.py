@@ -20,6 +20,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..errors import RuntimeFailure
 from ._db import Tx
+from ._schema import upsert_sql
 
 __all__ = ["EXT_STORED_TEXT", "TEXT_MIN", "dumps", "reading_texts", "stored_text", "store"]
 
@@ -27,9 +28,6 @@ TEXT_MIN = 8192
 """Strings this long or longer are stored once, by digest."""
 EXT_STORED_TEXT = 100
 """The msgpack extension code of a reference to a stored string (LangGraph uses 0–7)."""
-_SQL = (
-    "INSERT INTO checkpoint_texts (digest, thread_id, text) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
-)
 _resolver: ContextVar[Callable[[bytes], str] | None] = ContextVar("texts", default=None)
 
 
@@ -61,7 +59,8 @@ def _swap(value: Any, found: dict[bytes, str]) -> Any:
 
 def store(tx: Tx, thread_id: str, texts: dict[bytes, str]) -> None:
     """Insert the rows of ``texts`` of ``thread_id`` that are not stored yet."""
-    tx.many(_SQL, [(digest, thread_id, text) for digest, text in texts.items()])
+    rows = [(digest, thread_id, text) for digest, text in texts.items()]
+    tx.many(upsert_sql(tx.dialect, "checkpoint_texts", replace=False), rows)
 
 
 @contextmanager
