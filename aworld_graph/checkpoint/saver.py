@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 import random
 import threading
 import uuid
@@ -41,12 +42,14 @@ _PAGE = 200
 
 def _in_thread(method: Callable[..., T]) -> Callable[..., Any]:
     """The async twin of a sync method: the same code in a worker thread (so the event loop
-    never waits on the database); a subclass that overrides the sync method changes both."""
+    never waits on the database); a subclass that overrides the sync method changes both.
+    It shows the method's signature: LangGraph reads ``aput_writes``' to pass ``task_path``."""
     name = method.__name__
 
     async def run(self: Any, *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(getattr(self, name), *args, **kwargs)
 
+    functools.update_wrapper(run, method, assigned=())  # only __wrapped__: the signature
     run.__name__ = f"a{name}"
     run.__doc__ = f"Async :meth:`{name}` (in a worker thread)."
     return run
@@ -324,17 +327,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             store_writes(tx, record, self._unpack, self._admit)
 
     aput = _in_thread(put)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Async :meth:`put_writes` (in a worker thread; spelled out: LangGraph reads its
-        signature to decide whether to pass ``task_path``)."""
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+    aput_writes = _in_thread(put_writes)
 
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
         """``"<12-digit counter>.<8 random hex>"``: increasing, and distinct across forks (two
