@@ -1,16 +1,13 @@
 """Checkpoint serializer: LangGraph's msgpack encoding, with the read-side trust decision ours.
 
-LangGraph's :class:`JsonPlusSerializer` stores a dataclass, pydantic model, Enum or other
-typed value as an extension naming its ``module`` and ``name`` plus the data to rebuild it
-with; reading imports that module and calls that name. :class:`StrictSerializer` writes the
-same bytes, never pickles, and rebuilds a named type on read only when it is
-
-(a) one LangGraph itself trusts (``SAFE_MSGPACK_TYPES``: datetime, UUID, LangChain
-    messages, ``Send``…; a method call only if in ``SAFE_MSGPACK_METHODS``);
-(b) listed in ``allowed_types`` (a class or a ``(module, name)`` pair); or
-(c) a dataclass, pydantic model, Enum or NamedTuple class found by name in a module that
-    is *already imported* (``sys.modules``; reading never imports one for (c): importing
-    runs code), outside the standard library and LangGraph's and LangChain's packages.
+LangGraph stores a typed value (dataclass, pydantic model, Enum…) as an extension naming its
+``module`` and ``name`` plus the data to rebuild it with; reading imports and calls that name.
+:class:`StrictSerializer` writes the same bytes, never pickles, and rebuilds a type only if it
+is (a) one LangGraph trusts (``SAFE_MSGPACK_TYPES``: datetime, UUID, LangChain messages,
+``Send``…; a method call only if in ``SAFE_MSGPACK_METHODS``); (b) in ``allowed_types``; or
+(c) a dataclass, pydantic model, Enum or NamedTuple class found in a module *already
+imported* (reading never imports one for (c): importing runs code), outside the standard
+library, LangGraph and LangChain.
 
 So state classes read back with no configuration once their module is imported (building the
 graph does); rebuilding runs their ``__init__`` and validators, as in LangGraph. Anything
@@ -18,11 +15,9 @@ else (``os.system``, ``builtins.eval``, an unknown extension) and every ``pickle
 refused with :class:`~aworld_graph.errors.UnsafeCheckpointValue` naming the type: nothing is
 called, imported or unpickled, nor is the raw payload handed back. A trusted type whose
 constructor rejects the stored data (a field renamed since) comes back as that data, with a
-logged warning, as in LangGraph; LangGraph's older ``json`` rows are read by its own rules.
-
-On write, a value holding a type this rule would refuse (a class defined inside a function,
-a non-data class) raises :class:`~aworld_graph.errors.DefinitionError` naming the type and
-the fix; plain data (dict, list, str, numbers) skips the check.
+warning, as in LangGraph (whose older ``json`` rows are read by its own rules). On write, a
+value holding a type this rule would refuse raises :class:`~aworld_graph.errors.DefinitionError`
+naming it and the fix.
 """
 
 from __future__ import annotations
@@ -96,12 +91,8 @@ def _unpackb(data: bytes, hook: Callable[[int, bytes], Any] | None = None) -> An
 
 
 class StrictSerializer(JsonPlusSerializer):
-    """LangGraph's msgpack encoding without pickle, reading back only trusted types.
-
-    See the module docstring for the rule. ``allowed_types`` adds classes or
-    ``(module, name)`` pairs to those LangGraph trusts; ``with_msgpack_allowlist`` (used by
-    LangGraph's ``with_allowlist``) returns a copy with the merged list.
-    """
+    """LangGraph's msgpack encoding without pickle, reading back only the types the module's
+    rule trusts; ``allowed_types``: classes or ``(module, name)`` pairs trusted besides."""
 
     def __init__(self, *, allowed_types: Iterable[type | tuple[str, ...]] = ()) -> None:
         super().__init__(pickle_fallback=False, allowed_msgpack_modules=tuple(allowed_types))

@@ -1,17 +1,15 @@
-"""Writing a checkpoint or a task's writes: serialize first, then one short transaction.
-
-``prepare_put`` / ``prepare_writes`` serialize in the caller's thread, outside any lock.
-``store_put`` / ``store_writes`` run in one write transaction and read what they build on
+"""Writing a checkpoint or a task's writes: ``prepare_*`` serialize in the caller's thread,
+outside any lock; ``store_*`` run in one short write transaction and read what they build on
 from the database itself, so what they store is right whatever order LangGraph saves in and
 whoever else wrote or deleted meanwhile: a list value is a delta of its parent version when
 that is stored (see :mod:`._blobs`); the step's nodes are read from the writes at the parent
 (writes saved after the checkpoint that follows them name their node on it); a checkpoint
-or value put again with the same id replaces the old row.
-"""
+or value put again with the same id replaces the old row."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,7 +40,8 @@ __all__ = ["prepare_put", "prepare_writes", "store_put", "store_writes"]
 
 _ERROR = "__error__"
 _TASKS = "__pregel_tasks"
-_PUSH = "~__pregel_push, "
+_PUSH = re.compile(r"~__pregel_push, (\d+)(?:,|$)")
+"""A ``Send`` task's path: the index of its packet in ``__pregel_tasks``."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -120,8 +119,7 @@ def prepare_put(
 
 
 def _is_small_scalar(value: Any) -> bool:
-    """Whether a channel value is kept inline in every checkpoint's skeleton (no value row):
-    ``None``, a bool, a float, a 64-bit int or a string of at most 256 characters."""
+    """Whether a channel value is kept inline in the checkpoint's skeleton (no value row)."""
     kind = type(value)
     if kind is int:
         return bool(-(2**63) <= value < 2**64)
@@ -280,11 +278,7 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack, admit: Admit) -> Non
 def _pushed_node(tx: Tx, unpack: Unpack, key: tuple[str, str, str], task_path: str) -> str | None:
     """The node of a ``Send`` task: the ``node`` of the packet at its index in the
     checkpoint's ``__pregel_tasks`` value."""
-    if not task_path.startswith(_PUSH):
-        return None
-    try:
-        index = int(task_path[len(_PUSH) :].split(",", 1)[0])
-    except ValueError:
+    if (push := _PUSH.match(task_path)) is None:
         return None
     row = tx.one(f"SELECT checkpoint FROM checkpoints WHERE {AT_CHECKPOINT}", key)
     if row is None:
@@ -294,10 +288,8 @@ def _pushed_node(tx: Tx, unpack: Unpack, key: tuple[str, str, str], task_path: s
         return None
     wanted = (_TASKS, str(version))
     typed = stored_values(tx, *key[:2], [wanted]).get(wanted)
-    if typed is None or typed[0] != "msgpack":
-        return None
-    packets = unpack(typed[1])
-    if not isinstance(packets, list) or not 0 <= index < len(packets):
+    packets = unpack(typed[1]) if typed is not None and typed[0] == "msgpack" else None
+    if not isinstance(packets, list) or (index := int(push[1])) >= len(packets):
         return None
     node = getattr(packets[index], "node", None)
     return node if isinstance(node, str) else None
