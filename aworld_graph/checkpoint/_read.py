@@ -22,18 +22,10 @@ from ._blobs import DELTA, EMPTY, array_header, split_array
 from ._db import Tx, Unpack
 from ._legacy import skeleton
 
-__all__ = [
-    "config_of",
-    "decoding",
-    "lookup",
-    "page_rows",
-    "stored_values",
-    "thread_of",
-    "to_tuples",
-]
+__all__ = ["config_of", "decoding", "list_keys", "stored_values", "to_tuples"]
 
-_COLUMNS = "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata"
-Row = tuple[str, str, str, str | None, bytes, Any]
+Key = tuple[str, str, str]
+"""A checkpoint's ``(thread_id, checkpoint_ns, checkpoint_id)``."""
 ChainRow = tuple[int, str | None, bytes | None, str | None, int | None]
 """A blob row: ``(kind, type, value, base_version, items)``."""
 
@@ -54,33 +46,13 @@ def decoding(label: str) -> Iterator[None]:
         ) from exc
 
 
-def lookup(tx: Tx, config: RunnableConfig) -> Row | None:
-    """The checkpoint row ``config`` names: by id, or its thread's latest."""
-    sql = f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
-    conf = config["configurable"]
-    key = (str(conf["thread_id"]), conf.get("checkpoint_ns", ""))
-    if checkpoint_id := get_checkpoint_id(config):
-        return tx.one(sql + " AND checkpoint_id = ?", (*key, checkpoint_id))
-    return tx.one(sql + " ORDER BY checkpoint_id DESC LIMIT 1", key)
-
-
-def thread_of(tx: Tx, checkpoint_id: str) -> str | None:
-    """The first thread by name holding root-namespace checkpoint ``checkpoint_id``, or ``None``."""
-    row = tx.one(
-        "SELECT thread_id FROM checkpoints WHERE checkpoint_id = ? AND checkpoint_ns = '' "
-        "ORDER BY thread_id LIMIT 1",
-        (str(checkpoint_id),),
-    )
-    return None if row is None else str(row[0])
-
-
 def list_keys(
     tx: Tx,
     config: RunnableConfig | None,
     filter: dict[str, Any] | None,
     before: RunnableConfig | None,
     limit: int | None,
-) -> list[tuple[str, str, str]]:
+) -> list[Key]:
     """The ``(thread, namespace, checkpoint id)`` of every checkpoint a ``list()`` yields,
     newest first. Filter keys must be identifiers; values are bound, never spliced in."""
     clauses: list[str] = []
@@ -121,24 +93,6 @@ def list_keys(
     )
 
 
-def page_rows(tx: Tx, keys: list[tuple[str, str, str]]) -> list[Row]:
-    """The rows of ``keys`` still stored, in the order of ``keys`` (a query per thread and
-    namespace among them)."""
-    scopes: dict[tuple[str, str], list[str]] = {}
-    for thread_id, ns, cid in keys:
-        scopes.setdefault((thread_id, ns), []).append(cid)
-    found: dict[tuple[str, str, str], Row] = {}
-    for (thread_id, ns), ids in scopes.items():
-        marks = ", ".join("?" * len(ids))
-        for row in tx.all(
-            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-            f"AND checkpoint_id IN ({marks})",
-            (thread_id, ns, *ids),
-        ):
-            found[row[:3]] = row
-    return [found[key] for key in keys if key in found]
-
-
 def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     """The config naming one checkpoint."""
     return {
@@ -150,15 +104,26 @@ _IMMUTABLE = frozenset({str, int, float, bool, bytes, type(None)})
 """Value types two tuples may share: nothing can change them in place."""
 
 
-def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[CheckpointTuple]:
-    """The tuples of ``rows`` (in order), values and pending writes included."""
+def to_tuples(tx: Tx, keys: list[Key], serde: SerializerProtocol) -> list[CheckpointTuple]:
+    """The tuples of the checkpoints ``keys`` name that are still stored, in their order,
+    values and pending writes included."""
     unpack: Unpack = lambda data: serde.loads_typed(("msgpack", data))  # noqa: E731
-    scopes: dict[tuple[str, str], list[Row]] = {}
-    for row in rows:
-        scopes.setdefault((row[0], row[1]), []).append(row)
-    done: dict[tuple[str, str, str], CheckpointTuple] = {}
-    for (thread_id, ns), members in scopes.items():
-        shapes = {row[2]: skeleton(tx, unpack, thread_id, ns, row[2], row[4]) for row in members}
+    scopes: dict[tuple[str, str], list[str]] = {}
+    for thread_id, ns, cid in keys:
+        scopes.setdefault((thread_id, ns), []).append(cid)
+    done: dict[Key, CheckpointTuple] = {}
+    for (thread_id, ns), ids in scopes.items():
+        members = tx.all(
+            "SELECT checkpoint_id, parent_checkpoint_id, checkpoint, metadata FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN "
+            f"({', '.join('?' * len(ids))})",
+            (thread_id, ns, *ids),
+        )
+        if not members:
+            continue
+        shapes = {
+            cid: skeleton(tx, unpack, thread_id, ns, cid, blob) for cid, _, blob, _ in members
+        }
         need = {
             (ch, str(v)): None
             for sh in shapes.values()
@@ -177,20 +142,17 @@ def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[Checkp
                 write = (type_, bytes(value or b""))
                 writes[cid].append((task, ch, _decode(serde, write, thread_id, cid, ch)))
         scalars: dict[tuple[str, str], Any] = {}  # immutable values: decoded once, shared
-        for _, _, cid, parent_id, _, metadata in members:
+        for cid, parent_id, _, metadata in members:
             inline = dict(shapes[cid].get("channel_values") or {})
             checkpoint: dict[str, Any] = {**shapes[cid], "id": cid, "channel_values": inline}
             for ch, ver in checkpoint["channel_versions"].items():
                 key = (ch, str(ver))
-                if ch in inline:
-                    continue
-                if key in scalars:
-                    checkpoint["channel_values"][ch] = scalars[key]
-                elif (typed := found.get(key)) is not None:
-                    value = _decode(serde, typed, thread_id, cid, ch)
-                    if type(value) in _IMMUTABLE:
-                        scalars[key] = value
-                    checkpoint["channel_values"][ch] = value
+                if ch not in inline and key in scalars:
+                    inline[ch] = scalars[key]
+                elif ch not in inline and (typed := found.get(key)) is not None:
+                    inline[ch] = _decode(serde, typed, thread_id, cid, ch)
+                    if type(inline[ch]) in _IMMUTABLE:
+                        scalars[key] = inline[ch]
             done[(thread_id, ns, cid)] = CheckpointTuple(
                 config_of(thread_id, ns, cid),
                 checkpoint,  # type: ignore[arg-type]
@@ -198,7 +160,7 @@ def to_tuples(tx: Tx, rows: list[Row], serde: SerializerProtocol) -> list[Checkp
                 config_of(thread_id, ns, parent_id) if parent_id else None,
                 writes[cid],
             )
-    return [done[row[:3]] for row in rows]
+    return [done[key] for key in keys if key in done]
 
 
 def _decode(

@@ -29,7 +29,7 @@ from ..errors import ConfigError, ThreadBusy
 from . import _lease, _retention, _schema
 from ._db import Durability, Tx, is_url, open_database
 from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
-from ._read import config_of, decoding, list_keys, lookup, page_rows, thread_of, to_tuples
+from ._read import config_of, decoding, list_keys, to_tuples
 from ._serde import StrictSerializer
 from ._texts import reading_texts
 from ._write import prepare_put, prepare_writes, store_put, store_writes
@@ -241,9 +241,10 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (the latest of its thread without an id)."""
+        conf = {"checkpoint_ns": "", **config["configurable"]}  # the root's, unless named
         with self._reading() as tx:
-            row = lookup(tx, config)
-            return to_tuples(tx, [row], self.serde)[0] if row is not None else None
+            keys = list_keys(tx, {"configurable": conf}, None, None, 1)
+            return to_tuples(tx, keys, self.serde)[0] if keys else None
 
     def list(
         self,
@@ -259,7 +260,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             keys = list_keys(tx, config, filter, before, limit)
         for start in range(0, len(keys), _PAGE):
             with self._reading() as tx:
-                page = to_tuples(tx, page_rows(tx, keys[start : start + _PAGE]), self.serde)
+                page = to_tuples(tx, keys[start : start + _PAGE], self.serde)
             yield from page
 
     def thread_of(self, checkpoint_id: str) -> str | None:
@@ -267,7 +268,12 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         ``None`` where none does. A copied thread keeps its source's checkpoint ids; an id
         held by several threads gives the first of them by name."""
         with self._reading() as tx:
-            return thread_of(tx, checkpoint_id)
+            row = tx.one(
+                "SELECT thread_id FROM checkpoints WHERE checkpoint_id = ? AND checkpoint_ns = '' "
+                "ORDER BY thread_id LIMIT 1",
+                (str(checkpoint_id),),
+            )
+        return None if row is None else str(row[0])
 
     def threads(self, limit: int | None = None) -> builtins.list[ThreadSummary]:
         """The threads in the store, most recently active first."""
