@@ -46,8 +46,7 @@ def is_url(target: object) -> bool:
 
 
 class Tx:
-    """A connection inside a transaction (or a read snapshot): ``all`` / ``one`` / ``run``
-    (row count) / ``many``, with ``?`` placeholders on both back ends."""
+    """A connection inside a transaction (or a read snapshot), ``?`` placeholders on both."""
 
     def __init__(self, dialect: Literal["sqlite", "postgres"], cursor: Any) -> None:
         self.dialect = dialect
@@ -60,8 +59,8 @@ class Tx:
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         return self._cursor.execute(self._sql(sql), params).fetchone()  # type: ignore[no-any-return]
 
-    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return int(self._cursor.execute(self._sql(sql), params).rowcount)
+    def run(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._cursor.execute(self._sql(sql), params)
 
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
@@ -118,7 +117,7 @@ class SqliteDatabase:
             str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
         mode = _to_wal(conn)
-        if str(mode).lower() != "wal":
+        if mode.lower() != "wal":
             raise ConfigError(
                 f"cannot switch {self.path} to WAL journal mode (got {mode!r}); put the "
                 "database on a local filesystem"

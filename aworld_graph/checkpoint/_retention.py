@@ -51,10 +51,10 @@ def prune(
     """Delete the checkpoints of each thread/namespace of ``thread_ids`` (all if ``None``)
     but its ``keep`` newest, only those created before ``before`` (ISO UTC) if given;
     returns how many were deleted."""
-    scopes = tx.all("SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints")
-    if thread_ids is not None:
-        wanted = {str(t) for t in thread_ids}
-        scopes = [scope for scope in scopes if scope[0] in wanted]
+    sql = "SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints"
+    scopes = tx.all(sql) if thread_ids is None else []
+    for thread_id in dict.fromkeys(str(t) for t in thread_ids or ()):
+        scopes.extend(tx.all(f"{sql} WHERE thread_id = ?", (thread_id,)))
     lock_for_retention(tx, [r[0] for r in scopes])
     doomed = "1" if before is None else "created_at < ?"  # whether a row may go
     params = () if before is None else (before,)

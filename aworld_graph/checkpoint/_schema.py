@@ -84,8 +84,7 @@ def columns(table: str) -> list[str]:
 
 
 def mark(dialect: str, column: str) -> str:
-    """The placeholder for a value of ``column``: JSON columns are ``jsonb`` on PostgreSQL,
-    their values bound as JSON text."""
+    """The placeholder for a value of ``column`` (JSON text, cast to ``jsonb`` on PostgreSQL)."""
     return "CAST(? AS jsonb)" if dialect == "postgres" and column in _JSON else "?"
 
 
@@ -139,10 +138,8 @@ def _tables(tx: Tx) -> set[str]:
 
 
 def schema_version(tx: Tx, label: str) -> int | None:
-    """The store's schema version; ``None`` when it has no aworld-graph tables yet.
-
-    Raises :class:`ConfigError` for another program's tables of the same names, another
-    format, or a schema newer than this version reads."""
+    """The store's schema version; ``None`` when it has no aworld-graph tables yet. Another
+    program's tables of the same names, another format or a newer schema: ConfigError."""
     tables = _tables(tx)
     if "aworld_meta" not in tables:
         taken = sorted(tables & {*_TABLES, "trajectory"})
@@ -176,11 +173,9 @@ def schema_version(tx: Tx, label: str) -> int | None:
 
 
 def upgrade(tx: Tx, serde: Any, label: str) -> None:
-    """Create the tables, index and view of a new store, or bring an older one to
-    :data:`SCHEMA_VERSION` (schema 3 gains ``checkpoint_texts``), inside the caller's write
-    transaction. On PostgreSQL, savers that open a new database
-    at the same moment take turns on a transaction-level advisory lock (SQLite's write
-    transaction already excludes them)."""
+    """Create a new store's tables, index and view, or bring an older one to this schema, in
+    the caller's write transaction. On PostgreSQL, savers opening a new database at once take
+    turns on an advisory lock (SQLite's write transaction already excludes them)."""
     if tx.dialect == "postgres":
         tx.one("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (FORMAT,))
     version = schema_version(tx, label)
