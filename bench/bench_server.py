@@ -4,9 +4,11 @@
     python bench/bench_server.py --quick    # seconds
 
 Both sides run the same agent (a fake model: one tool call, then the answer; no network
-besides the server's loopback) on their own fresh SQLite ``TrajectorySaver``. The server runs
-in this process (uvicorn on 127.0.0.1 in a thread), driven by the real ``langgraph-sdk``
-client. Rows (``ratio`` = ours / peer):
+besides the server's loopback) on their own fresh SQLite ``TrajectorySaver``. The server is
+``aworld-graph serve bench_server:AGENT`` in a process of its own on 127.0.0.1, as deployed
+(``--in-thread``: uvicorn in a thread of this process instead, sharing its GIL with the
+client), driven by the real ``langgraph-sdk`` client from this process. Rows (``ratio`` =
+ours / peer):
 
 * one streamed run (ms): ``client.runs.stream(..., stream_mode=["values", "updates",
   "custom"])`` read to the end, against ``await Runners.run(...)``;
@@ -21,7 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -30,6 +35,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 from langgraph_sdk import get_client
 
@@ -60,6 +66,8 @@ AGENT = Agent(name="counter", model=FunctionModel(_reply), tools=[word_count])
 
 
 class _Server:
+    """uvicorn serving ``app`` in a thread of this process."""
+
     def __init__(self, app: Any) -> None:
         config = uvicorn.Config(
             app, host="127.0.0.1", port=0, log_level="warning", access_log=False
@@ -79,6 +87,45 @@ class _Server:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(30)
+
+
+class _ServerProcess:
+    """``aworld-graph serve bench_server:AGENT --db DB`` in a process of its own."""
+
+    def __init__(self, db: Path) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.db = db
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> str:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "bench"), str(ROOT)])}
+        command = [sys.executable, "-c", "from aworld_graph.cli import main; main()"]
+        command += ["serve", "bench_server:AGENT"]
+        command += ["--port", str(self.port), "--db", str(self.db)]
+        self.proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                    return url
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.__exit__()
+                raise RuntimeError("the bench server did not start")
+            time.sleep(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 async def _stream(client: Any) -> str | None:
@@ -119,13 +166,17 @@ def _finished(saver: TrajectorySaver) -> int:
     return count
 
 
-async def _measure(quick: bool) -> list[dict[str, Any]]:
+async def _measure(quick: bool, in_thread: bool = False) -> list[dict[str, Any]]:
     runs, rounds, concurrent = (10, 2, 50) if quick else (40, 3, 200)
     with tempfile.TemporaryDirectory() as tmp:
         served = TrajectorySaver(Path(tmp) / "served.db")
         local = TrajectorySaver(Path(tmp) / "local.db")
-        app = create_app([Assistant.of(AGENT)], store=served, api_key="")
-        with _Server(app) as url:
+        if in_thread:
+            app = create_app([Assistant.of(AGENT)], store=served, api_key="")
+            server: Any = _Server(app)
+        else:
+            server = _ServerProcess(Path(tmp) / "served.db")
+        with server as url:
             client = get_client(url=url, api_key=None, timeout=300)
             for _ in range(3):  # warm up both sides
                 assert await _stream(client) == "3 words" and await _local(local) == "3 words"
@@ -146,13 +197,14 @@ async def _measure(quick: bool) -> list[dict[str, Any]]:
                 lost += missing
                 batch_peer.append(await _batch_local(local, concurrent))
             await client.aclose()
-        stored = _finished(served)
+        stored = _finished(served)  # (the server process has stopped)
         expected = 3 + runs + rounds * concurrent
         served.close()
         local.close()
     one_o, one_p = statistics.median(ours) * 1000, statistics.median(peer) * 1000
     many_o, many_p = statistics.median(batch_ours), statistics.median(batch_peer)
-    note = f"{concurrent} streams x {rounds}: {lost} answers missing, {stored}/{expected} threads finished in the store"
+    where = "uvicorn in a thread of the bench" if in_thread else "aworld-graph serve, own process"
+    note = f"server: {where}; {concurrent} streams x {rounds}: {lost} answers missing, {stored}/{expected} threads finished in the store"
     return [
         {
             "name": "server: one streamed run vs in-process Runners.run",
@@ -161,6 +213,7 @@ async def _measure(quick: bool) -> list[dict[str, Any]]:
             "ratio": round(one_o / one_p, 2),
             "goal": "<= 1.5x",
             "unit": "ms",
+            "note": f"server: {where}",
         },
         {
             "name": f"server: {concurrent} concurrent streamed runs vs Runners.run_task",
@@ -174,12 +227,14 @@ async def _measure(quick: bool) -> list[dict[str, Any]]:
     ]
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
-    return asyncio.run(_measure(quick))
+def run(quick: bool = False, in_thread: bool = False) -> list[dict[str, Any]]:
+    return asyncio.run(_measure(quick, in_thread))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    for row in run(parser.parse_args().quick):
+    parser.add_argument("--in-thread", action="store_true", help="uvicorn in a thread of the bench")
+    args = parser.parse_args()
+    for row in run(args.quick, args.in_thread):
         print(row)
