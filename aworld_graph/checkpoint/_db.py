@@ -102,10 +102,8 @@ class SqliteDatabase:
     def read_only(self) -> bool:
         """Whether the file is there but cannot be written here (its mode, its folder, a
         read-only mount or an immutable file): then it is opened for reading only."""
-        here = self.path.parent
-        return self.path.exists() and not (
-            os.access(self.path, os.W_OK) and os.access(here if str(here) else ".", os.W_OK)
-        )
+        writable = os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
+        return self.path.exists() and not writable
 
     def _connect(self) -> sqlite3.Connection:
         if self.read_only:  # with no -wal beside it, nothing is being written: immutable
@@ -123,7 +121,6 @@ class SqliteDatabase:
                 "database on a local filesystem"
             )
         conn.execute(f"PRAGMA synchronous={self._sync}")
-        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         return conn
 
     def read(self) -> AbstractContextManager[Tx]:

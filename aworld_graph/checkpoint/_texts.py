@@ -39,10 +39,8 @@ def dumps(serde: SerializerProtocol, value: Any, texts: dict[bytes, str]) -> tup
         return typed
     found: dict[bytes, str] = {}
     swapped = _swap(value, found)
-    if not found:
-        return typed
     texts.update(found)
-    return serde.dumps_typed(swapped)
+    return serde.dumps_typed(swapped) if found else typed
 
 
 def _swap(value: Any, found: dict[bytes, str]) -> Any:

@@ -106,9 +106,7 @@ def _tool_names(trace: list[Mapping[str, Any]], messages: list[Any]) -> list[str
 
 
 def _names(calls: Any) -> Iterable[str]:
-    if not isinstance(calls, list):
-        return
-    for call in calls:
+    for call in calls if isinstance(calls, list) else ():
         if not isinstance(call, Mapping):
             continue
         name = call.get("name")

@@ -259,14 +259,10 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack, admit: Admit) -> Non
     admit(tx, rec.thread_id, rows[0][:4])
     node = node_from_task_path(rec.task_path) or _pushed_node(tx, unpack, key, rec.task_path)
     now = datetime.now(UTC).isoformat()
-    regular: list[tuple[Any, ...]] = []
-    special: list[tuple[Any, ...]] = []
-    for idx, channel, type_, data, error in rec.rows:
-        row = (*key, rec.task_id, idx, channel, type_, data, rec.task_path, node, error, now)
-        (special if idx < 0 else regular).append(row)
     _texts.store(tx, rec.thread_id, rec.texts)
-    tx.many(upsert_sql(tx.dialect, "checkpoint_writes", replace=False), regular)
-    tx.many(upsert_sql(tx.dialect, "checkpoint_writes"), special)
+    for idx, channel, type_, data, error in rec.rows:  # special channels (idx < 0) overwrite
+        row = (*key, rec.task_id, idx, channel, type_, data, rec.task_path, node, error, now)
+        tx.run(upsert_sql(tx.dialect, "checkpoint_writes", replace=idx < 0), row)
     for cid, stored in (r[4:] for r in rows if r[4] is not None and node is not None):
         if node not in (names := tx.json(stored) or []):
             sql = (
