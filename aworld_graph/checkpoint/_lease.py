@@ -1,14 +1,10 @@
-"""One writer per thread: a lease row names the saver that runs a thread now.
-
-``TrajectorySaver.hold(thread_id)`` (``Runners`` take it for every run) writes a row in
-``checkpoint_leases``: the holder, its host and process id, an expiry. While it is held,
-another saver's ``hold``, ``put`` or ``put_writes`` of that thread raises
-:class:`~aworld_graph.errors.ThreadBusy` naming the thread and the holder, so two runs cannot
-fork its checkpoint chain. The holder's writes renew the lease; releasing deletes the row. A
-lease stops counting when it expires, and at once when its holder's process on the same host
-is gone (a SIGKILLed worker blocks nobody). On PostgreSQL a write of a thread also takes a
-shared advisory lock on it, and retention an exclusive one, so deleting values never
-interleaves with a write that builds a delta on them.
+"""One writer per thread, so two runs cannot fork its checkpoint chain: ``hold(thread_id)``
+writes a ``checkpoint_leases`` row (holder, host, pid, expiry) and another saver's ``hold``,
+``put`` or ``put_writes`` of the thread raises :class:`~aworld_graph.errors.ThreadBusy`. The
+holder's writes renew it; it stops counting when it expires, or at once when its holder's
+process on this host is gone. On PostgreSQL a write of a thread also takes a shared advisory
+lock on it, retention an exclusive one, so deleting values never interleaves with a write
+that builds a delta on them (docs/checkpoints.md, *One writer per thread*).
 """
 
 from __future__ import annotations
@@ -49,9 +45,9 @@ LEASE_COLUMNS = "l.holder, l.host, l.pid, l.expires_at"
 
 
 def lease_from(dialect: str) -> str:
-    """A ``FROM`` clause of one row: the thread's lease (NULLs when none), for a write to
-    join what else it reads to. Parameters: the thread id twice. On PostgreSQL it also
-    takes the thread's shared advisory lock (see :func:`lock_for_retention`)."""
+    """A ``FROM`` clause of one row, the thread's lease (NULLs when none), that a write joins
+    what else it reads to (parameters: the thread id twice); on PostgreSQL it takes the
+    thread's shared advisory lock."""
     first = "pg_advisory_xact_lock_shared(hashtextextended(?, 0))" if dialect == "postgres" else "?"
     return f"(SELECT {first} AS one) AS one LEFT JOIN checkpoint_leases AS l ON l.thread_id = ?"
 

@@ -1,16 +1,7 @@
-"""The tables, the ``trajectory`` view, and moving older stores to this schema.
-
-The same tables on SQLite and PostgreSQL (JSON is text on SQLite, ``jsonb`` on PostgreSQL):
-
-* ``checkpoints``: one row per checkpoint, with its ids, run, step, source, time, the
-  checkpoint without its values (msgpack), its metadata, and the transition that made it;
-* ``checkpoint_blobs``: one row per channel version (a list that grew by appending as the
-  appended items and the version they extend, see :mod:`._blobs`);
-* ``checkpoint_writes``: tasks' pending writes, with the task's node and an error's text;
-* ``checkpoint_leases``: which process runs a thread now (see :mod:`._lease`);
-* ``aworld_meta``: format marker and schema version;
-* ``trajectory``: a view, a row per checkpoint and one per failed step (``source = 'error'``,
-  ``error`` set, no ``checkpoint_id``).
+"""The tables (the same on SQLite and PostgreSQL, JSON as text or ``jsonb``; what each holds:
+docs/checkpoints.md, *What is stored where*), the ``trajectory`` view (a row per checkpoint
+and one per failed step: ``source = 'error'``, ``error`` set, no ``checkpoint_id``), and
+moving older stores to this schema.
 
 Schema 1 was the first layout; in 2 skeletons could be deltas of their parents'; in 3 they
 are whole again, and writes name their node and error, and leases. A file of schema 1 or 2

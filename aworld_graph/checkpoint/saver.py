@@ -264,9 +264,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             yield from page
 
     def thread_of(self, checkpoint_id: str) -> str | None:
-        """The thread that holds checkpoint ``checkpoint_id`` (of the root namespace), or
-        ``None`` where none does. A copied thread keeps its source's checkpoint ids; an id
-        held by several threads gives the first of them by name."""
+        """The thread holding root-namespace checkpoint ``checkpoint_id``, or ``None``; of
+        several (a copied thread keeps its source's ids), the first by name."""
         with self._reading() as tx:
             row = tx.one(
                 "SELECT thread_id FROM checkpoints WHERE checkpoint_id = ? AND checkpoint_ns = '' "
@@ -281,8 +280,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             return thread_summaries(tx, limit)
 
     def transitions(self, thread_id: str, checkpoint_ns: str = "") -> builtins.list[TransitionRow]:
-        """A thread's rows of the ``trajectory`` view, oldest first: forks and failed
-        steps included."""
+        """A thread's ``trajectory`` rows, oldest first, forks and failed steps included."""
         with self._reading() as tx:  # a store not migrated yet has no failed steps
             migrated = self._version == _schema.SCHEMA_VERSION
             return transitions(tx, str(thread_id), checkpoint_ns, errors=migrated)
@@ -312,8 +310,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store a checkpoint; only channels in ``new_versions`` get new value rows. It is
-        committed before this returns."""
+        """Store a checkpoint (committed before this returns); only new_versions get value rows."""
         record = prepare_put(self.serde, config, checkpoint, metadata, new_versions)
         with self._writing() as tx:
             store_put(tx, record, self._unpack, self.snapshot_every, self._admit)
