@@ -23,7 +23,6 @@ naming it and the fix.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import enum
 import importlib
@@ -98,23 +97,15 @@ class StrictSerializer(JsonPlusSerializer):
         super().__init__(pickle_fallback=False, allowed_msgpack_modules=tuple(allowed_types))
         # Readers decoding with the serializer's own hook (LangGraph's, the store's fast
         # loader) must come through loads_typed: a refusal inside a hook only survives there.
+        # Marked custom, LangGraph's with_msgpack_allowlist copies keep it so.
         self._unpack_ext_hook: Any = None
+        self._custom_unpack_ext_hook = True
 
     @property
     def _allowed(self) -> set[tuple[str, ...]]:
         """The ``allowed_types`` as ``(module, name)`` pairs (LangGraph keeps them so)."""
         allowed = self._allowed_msgpack_modules
         return allowed if isinstance(allowed, set) else set()
-
-    def with_msgpack_allowlist(
-        self, extra_allowlist: Iterable[tuple[str, ...] | type]
-    ) -> StrictSerializer:
-        extra = {(t.__module__, t.__name__) if isinstance(t, type) else t for t in extra_allowlist}
-        if extra <= self._allowed:
-            return self
-        clone = copy.copy(self)
-        clone._allowed_msgpack_modules = self._allowed | extra
-        return clone
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         if obj is None or isinstance(obj, (bytes, bytearray)):
