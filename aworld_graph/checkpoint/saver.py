@@ -203,19 +203,16 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
                     holder=self._me,
                 )
             self._held[thread_id] = threading.Event()
-        acquired = False
         try:
             with self._writing() as tx:
                 _lease.acquire(tx, thread_id, self._me, self.lease_seconds)
-            acquired = True
-            yield
-        finally:
             try:
-                if acquired:
-                    with self._writing() as tx:
-                        _lease.release(tx, thread_id, self._me)
-            finally:  # released first: a run waiting here then takes the lease afresh
-                self._held.pop(thread_id).set()
+                yield
+            finally:
+                with self._writing() as tx:
+                    _lease.release(tx, thread_id, self._me)
+        finally:  # released first: a run waiting here then takes the lease afresh
+            self._held.pop(thread_id).set()
 
     @asynccontextmanager
     async def ahold(self, thread_id: str) -> AsyncIterator[None]:
