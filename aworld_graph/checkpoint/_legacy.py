@@ -84,10 +84,8 @@ def store_skeletons_whole(tx: Tx, serde: Any) -> None:
     )
     for thread_id, ns, cid in rows:
         whole = serde.dumps_typed(_resolve(tx, thread_id, ns, cid, unpack))[1]
-        tx.run(
-            f"UPDATE checkpoints SET checkpoint = ? WHERE {AT_CHECKPOINT}",
-            (whole, thread_id, ns, cid),
-        )
+        sql = f"UPDATE checkpoints SET checkpoint = ? WHERE {AT_CHECKPOINT}"
+        tx.run(sql, (whole, thread_id, ns, cid))
 
 
 def name_write_nodes(tx: Tx, serde: Any) -> None:

@@ -81,10 +81,8 @@ def _drop(tx: Tx, unpack: Unpack, keys: list[tuple[str, str, str]]) -> None:
 def _collect_garbage(tx: Tx, unpack: Unpack, thread_id: str, ns: str) -> None:
     """Delete the value rows of ``(thread_id, ns)`` that no checkpoint needs."""
     live: list[tuple[str, str | None]] = []
-    for (blob,) in tx.all(
-        "SELECT checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?",
-        (thread_id, ns),
-    ):
+    sql = "SELECT checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
+    for (blob,) in tx.all(sql, (thread_id, ns)):
         live.extend((ch, str(ver)) for ch, ver in unpack(bytes(blob))["channel_versions"].items())
     bases: dict[tuple[str, str | None], str | None] = {
         (ch, ver): base

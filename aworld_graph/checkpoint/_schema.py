@@ -179,10 +179,8 @@ def upgrade(tx: Tx, serde: Any, label: str) -> None:
             "WHERE run_id IS NOT NULL"
         )
         tx.run(_view_sql(tx))
-        tx.many(
-            "INSERT INTO aworld_meta (key, value) VALUES (?, ?)",
-            [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION))],
-        )
+        meta = [("format", FORMAT), ("schema_version", str(SCHEMA_VERSION))]
+        tx.many("INSERT INTO aworld_meta (key, value) VALUES (?, ?)", meta)
     elif version < SCHEMA_VERSION:
         if version < 3:  # schema 1 and 2 (SQLite only) take the same steps
             _older_than_3(tx, serde)

@@ -1,10 +1,8 @@
-"""Long strings stored once per thread.
-
-A long model answer sits in several channels at once (``answer``, ``messages``, ``outputs``,
-``trace``), each both as a task's write and as the next checkpoint's value. A string of at
-least :data:`TEXT_MIN` characters inside a plain value (dicts and lists) is therefore stored
-as a row of ``checkpoint_texts``, keyed by its BLAKE2b digest, and the value holds a 16-byte
-reference (a msgpack extension) in its place; reading puts the string back.
+"""Long strings stored once per thread: a long model answer sits in several channels at once
+(``answer``, ``messages``, ``outputs``, ``trace``), as a task's write and as the next
+checkpoint's value, so a string of :data:`TEXT_MIN` or more characters inside a plain value
+(dicts, lists) is a ``checkpoint_texts`` row keyed by its BLAKE2b digest, and the value holds
+a 16-byte reference (a msgpack extension) in its place; reading puts the string back.
 """
 
 from __future__ import annotations
