@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import functools
 import importlib
 import logging
 import sys
@@ -69,6 +70,7 @@ _INTERNAL_PACKAGES = ("langgraph", "langchain")
 _ALLOW = (
     "If {} really is your application's own class, add it to TrajectorySaver(allowed_types=[...])"
 )
+_NOT_REBUILT = "Could not rebuild %s.%s from a checkpoint (%s: %s); returning its stored data"
 
 
 class _Refused(Exception):
@@ -200,22 +202,15 @@ class StrictSerializer(JsonPlusSerializer):
                 construct = target.construct if code == EXT_PYDANTIC_V1 else target.model_construct
                 return construct(**arg)
         except Exception as exc:
-            logger.warning(
-                "Could not rebuild %s.%s from a checkpoint (%s: %s); returning its stored data",
-                module,
-                name,
-                type(exc).__name__,
-                exc,
-            )
+            logger.warning(_NOT_REBUILT, module, name, type(exc).__name__, exc)
             return arg
 
     def _target(self, module: str, name: str, method: str | None) -> Any:
         """The class ``module.name`` if the rule allows rebuilding it, else raise _Refused."""
         dotted, top = f"{module}.{name}", module.partition(".")[0]
-        listed = _ALLOW.format(dotted)
+        listed, refuse = _ALLOW.format(dotted), functools.partial(_Refused, dotted)
         if method is not None and (module, name, method) not in SAFE_MSGPACK_METHODS:
-            raise _Refused(
-                dotted,
+            raise refuse(
                 f"the method call {dotted}.{method}() is not one LangGraph trusts. Store the "
                 "value as plain data or a dataclass/pydantic model instead",
             )
@@ -223,33 +218,28 @@ class StrictSerializer(JsonPlusSerializer):
         if trusted:  # LangGraph's own list or the application's explicit one: import it
             found: ModuleType | None = sys.modules.get(module) or importlib.import_module(module)
         elif top in sys.stdlib_module_names:
-            raise _Refused(
-                dotted,
+            raise refuse(
                 "it belongs to the standard library or builtins, whose names can run code, "
                 f"and LangGraph does not trust it. {listed}",
             )
         elif top in _INTERNAL_PACKAGES or top.startswith("langchain_"):
-            raise _Refused(
-                dotted,
+            raise refuse(
                 f"it is a LangGraph/LangChain internal LangGraph does not trust. {listed}",
             )
         elif (found := sys.modules.get(module)) is None:
-            raise _Refused(
-                dotted,
+            raise refuse(
                 f"its module {module} is not imported in this process, and reading a "
                 "checkpoint never imports one (importing runs code). Import the module that "
                 f"defines it before reading (e.g. the one that builds the graph). {listed}",
             )
         target = getattr(found, name, None)
         if target is None:
-            raise _Refused(
-                dotted,
+            raise refuse(
                 f"{module} has no module-level name {name}. Define the class at module level "
                 "under that name (not inside a function or another class)",
             )
         if not trusted and not _is_data_class(target):
-            raise _Refused(
-                dotted,
+            raise refuse(
                 "it is not a dataclass, pydantic model, Enum or NamedTuple class. Keep graph "
                 f"state to plain data and such classes. {listed}",
             )
