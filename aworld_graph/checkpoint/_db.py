@@ -38,6 +38,8 @@ Unpack = Callable[[bytes], Any]
 """Decodes a stored msgpack value (the saver's serializer)."""
 BUSY_TIMEOUT_S = 60.0
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+_CORRUPT = ("not a database", "malformed", "encrypted", "Could not decode")
+"""Words of SQLite's errors for a file that is not a (sound) database."""
 
 
 def is_url(target: object) -> bool:
@@ -175,10 +177,7 @@ def _sqlite_errors(path: Path) -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         text = str(exc)
-        if isinstance(exc, sqlite3.DatabaseError) and any(
-            word in text
-            for word in ("not a database", "malformed", "encrypted", "Could not decode")
-        ):
+        if isinstance(exc, sqlite3.DatabaseError) and any(word in text for word in _CORRUPT):
             raise ConfigError(
                 f"checkpoint database {path} is not a valid SQLite file or is corrupt ({text}). "
                 "Move it aside (or restore a backup) and run again, or point AWORLD_GRAPH_DB / "

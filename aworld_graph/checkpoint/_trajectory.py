@@ -122,8 +122,7 @@ def _reward(items: Iterable[Any]) -> float | None:
     stays in ``changes`` only."""
     reward = None
     for item in items:
-        judged = item.get("judged") if isinstance(item, Mapping) else None
-        score = item.get("score") if isinstance(item, Mapping) and not judged else None
+        score = item.get("score") if isinstance(item, Mapping) and not item.get("judged") else None
         if isinstance(score, (int, float)) and not isinstance(score, bool):
             reward = float(score)
     return reward

@@ -31,7 +31,6 @@ from . import _texts
 from ._blobs import BaseInfo, encode_channel
 from ._db import AT_CHECKPOINT, Tx, Unpack
 from ._lease import LEASE_COLUMNS, Admit, lease_from
-from ._legacy import skeleton
 from ._read import stored_values
 from ._schema import mark, upsert_sql
 from ._trajectory import duration_ms, error_text, node_from_task_path, transition_row
@@ -169,8 +168,8 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int, admit
     parent = rows[0][4:6] if rows[0][4] is not None else None
     lists = [ch for ch, _, value, _ in rec.values if isinstance(value, list)]
     before: dict[str, str] = {}  # list channels: their version at the parent
-    if parent is not None and rec.parent_id is not None and lists:
-        versions = skeleton(tx, unpack, *key, rec.parent_id, parent[1])["channel_versions"]
+    if parent is not None and lists:  # (a write's store is migrated: skeletons are whole)
+        versions = unpack(bytes(parent[1]))["channel_versions"]
         before = {ch: str(versions[ch]) for ch in lists if ch in versions}
     bases = _bases(tx, key, list(before.items()))
     blob_rows: list[tuple[Any, ...]] = []
@@ -279,7 +278,7 @@ def _pushed_node(tx: Tx, unpack: Unpack, key: tuple[str, str, str], task_path: s
     row = tx.one(f"SELECT checkpoint FROM checkpoints WHERE {AT_CHECKPOINT}", key)
     if row is None:
         return None
-    version = skeleton(tx, unpack, *key, row[0])["channel_versions"].get(_TASKS)
+    version = unpack(bytes(row[0]))["channel_versions"].get(_TASKS)
     if version is None:
         return None
     wanted = (_TASKS, str(version))
