@@ -2,7 +2,9 @@
 
 For a page of checkpoint rows, one query per thread/namespace fetches every value they need
 with the delta chains behind them (a recursive query), and one fetches their pending writes.
-Each tuple decodes its own values, so no two tuples share a mutable object.
+Each tuple decodes its own values, so no two tuples share a mutable object. A schema-2
+skeleton may be a delta of its parent's (see :mod:`._schema`): :func:`skeleton` reads it
+through its chain.
 """
 
 from __future__ import annotations
@@ -19,10 +21,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..errors import ConfigError, RuntimeFailure, UnsafeCheckpointValue
 from ._blobs import DELTA, EMPTY, array_header, split_array
-from ._db import Tx, Unpack
-from ._legacy import skeleton
+from ._db import AT_CHECKPOINT, Tx, Unpack
 
-__all__ = ["config_of", "decoding", "list_keys", "stored_values", "to_tuples"]
+__all__ = ["config_of", "decoding", "list_keys", "skeleton", "stored_values", "to_tuples"]
 
 Key = tuple[str, str, str]
 """A checkpoint's ``(thread_id, checkpoint_ns, checkpoint_id)``."""
@@ -231,3 +232,61 @@ def _parts(
         parts = [*parts, memoryview(data)[split[1] :]]
         memo[step] = parts
     return parts
+
+
+_ANCESTORS = (
+    "WITH RECURSIVE up(id, parent, blob) AS (SELECT checkpoint_id, parent_checkpoint_id, "
+    f"checkpoint FROM checkpoints WHERE {AT_CHECKPOINT} UNION SELECT c.checkpoint_id, "
+    "c.parent_checkpoint_id, c.checkpoint FROM up JOIN checkpoints AS c ON c.thread_id = ? "
+    "AND c.checkpoint_ns = ? AND c.checkpoint_id = up.parent WHERE substr(up.blob, 1, 1) = "
+    "x'c1') SELECT id, parent, blob FROM up"
+)
+
+
+def skeleton(
+    tx: Tx, unpack: Unpack, thread_id: str, ns: str, cid: str, blob: bytes
+) -> dict[str, Any]:
+    """A stored skeleton, decoded (a schema-2 delta read through its chain)."""
+    blob = bytes(blob)
+    if _is_delta(blob):
+        return _resolve(tx, thread_id, ns, cid, unpack)
+    return unpack(blob)  # type: ignore[no-any-return]
+
+
+def _is_delta(blob: bytes) -> bool:
+    return blob[:1] == b"\xc1"
+
+
+def _apply(base: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+    cv = dict(base.get("channel_versions") or {})
+    for key in delta.get("cv-", ()):
+        cv.pop(key, None)
+    cv.update(delta.get("cv") or {})
+    vs = {k: dict(v) for k, v in (base.get("versions_seen") or {}).items()}
+    for key in delta.get("vs-", ()):
+        vs.pop(key, None)
+    vs.update(delta.get("vs") or {})
+    return {**(delta.get("rest") or {}), "channel_versions": cv, "versions_seen": vs}
+
+
+def _resolve(tx: Tx, thread_id: str, ns: str, checkpoint_id: str, unpack: Unpack) -> dict[str, Any]:
+    """The whole skeleton of a checkpoint stored as a delta (its chain read in one query)."""
+    rows: dict[str | None, tuple[str | None, bytes]] = {
+        cid: (parent, bytes(blob))
+        for cid, parent, blob in tx.all(_ANCESTORS, (thread_id, ns, checkpoint_id, thread_id, ns))
+    }
+    chain: list[str | None] = []
+    current: str | None = checkpoint_id
+    while current in rows and _is_delta(rows[current][1]) and current not in chain:
+        chain.append(current)
+        current = rows[current][0]
+    if current not in rows or _is_delta(rows[current][1]):
+        raise RuntimeFailure(
+            f"checkpoint {checkpoint_id} of thread {thread_id!r} is stored as a delta of "
+            f"checkpoint {current}, which is missing: the file was changed outside "
+            "aworld-graph. TrajectorySaver.delete_thread removes the thread"
+        )
+    skeleton = unpack(rows[current][1])
+    for cid in reversed(chain):
+        skeleton = _apply(skeleton, unpack(rows[cid][1][1:]))
+    return skeleton  # type: ignore[no-any-return]

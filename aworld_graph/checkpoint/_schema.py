@@ -3,9 +3,12 @@ docs/checkpoints.md, *What is stored where*), the ``trajectory`` view (a row per
 and one per failed step: ``source = 'error'``, ``error`` set, no ``checkpoint_id``), and
 moving older stores to this schema.
 
-Schema 1 was the first layout; in 2 skeletons could be deltas of their parents'; in 3 they
-are whole again, and writes name their node and error, and leases. A file of schema 1 or 2
-reads as it is and is migrated in place by the first write (or ``aworld-graph migrate``).
+Schema 1 was aworld-graph 0.1's (SQLite); in 2 a skeleton (the checkpoint without its
+values) could be what changed from its parent's: ``0xC1`` (a byte msgpack never uses), then
+the msgpack of ``{"rest", "cv", "cv-", "vs", "vs-"}`` (the other fields, channel versions and
+per-node seen versions set and removed); in 3 skeletons are whole, writes name their node and
+error, and leases came; 4 added ``checkpoint_texts``. A file of schema 1 or 2 reads as it is
+and is migrated in place by the first write (or ``aworld-graph migrate``).
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from functools import cache
 from typing import Any
 
 from ..errors import ConfigError
-from . import _legacy
-from ._db import Tx
+from ._db import AT_CHECKPOINT, Tx, Unpack
+from ._read import skeleton
+from ._trajectory import error_text, node_from_task_path
 
 __all__ = ["SCHEMA_VERSION", "columns", "mark", "schema_version", "upgrade", "upsert_sql"]
 
@@ -191,12 +195,47 @@ def upgrade(tx: Tx, serde: Any, label: str) -> None:
 
 def _older_than_3(tx: Tx, serde: Any) -> None:
     """Skeleton deltas stored whole, the writes' new columns, the lease table, the view."""
-    _legacy.store_skeletons_whole(tx, serde)
+    _store_skeletons_whole(tx, serde)
     have = {r[1] for r in tx.all("PRAGMA table_info(checkpoint_writes)")}
     for name in ("node", "error", "created_at"):
         if name not in have:
             tx.run(f"ALTER TABLE checkpoint_writes ADD COLUMN {name} TEXT")
-    _legacy.name_write_nodes(tx, serde)
+    _name_write_nodes(tx, serde)
     tx.run(_table_sql(tx, "checkpoint_leases"))
     tx.run("DROP VIEW IF EXISTS trajectory")
     tx.run(_view_sql(tx))
+
+
+def _store_skeletons_whole(tx: Tx, serde: Any) -> None:
+    """Rewrite every delta skeleton whole (oldest first, so each parent is whole already)."""
+    unpack: Unpack = lambda data: serde.loads_typed(("msgpack", data))  # noqa: E731
+    rows = tx.all(
+        "SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint FROM checkpoints "
+        "WHERE substr(checkpoint, 1, 1) = x'c1' ORDER BY thread_id, checkpoint_ns, checkpoint_id"
+    )
+    for thread_id, ns, cid, blob in rows:
+        whole = serde.dumps_typed(skeleton(tx, unpack, thread_id, ns, cid, blob))[1]
+        sql = f"UPDATE checkpoints SET checkpoint = ? WHERE {AT_CHECKPOINT}"
+        tx.run(sql, (whole, thread_id, ns, cid))
+
+
+def _name_write_nodes(tx: Tx, serde: Any) -> None:
+    """Fill the columns schema 3 added to ``checkpoint_writes`` for rows written before."""
+    for thread_id, ns, cid, task_id, idx, channel, type_, value, path, created in tx.all(
+        "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, "
+        "w.type, w.value, w.task_path, c.created_at FROM checkpoint_writes AS w "
+        "LEFT JOIN checkpoints AS c ON c.thread_id = w.thread_id AND "
+        "c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id "
+        "WHERE w.node IS NULL"
+    ):
+        error = None
+        if channel == "__error__":
+            try:
+                error = error_text(serde.loads_typed((type_, value)))
+            except Exception as exc:  # noqa: BLE001 - kept readable, named as unreadable
+                error = f"(error value unreadable: {type(exc).__name__})"
+        tx.run(
+            "UPDATE checkpoint_writes SET node = ?, error = ?, created_at = ? "
+            f"WHERE {AT_CHECKPOINT} AND task_id = ? AND idx = ?",
+            (node_from_task_path(path or ""), error, created, thread_id, ns, cid, task_id, idx),
+        )
