@@ -1,10 +1,8 @@
-"""Where checkpoints live: a SQLite file or a PostgreSQL database, behind one small interface.
-
-Everything above this module speaks :class:`Tx` inside a database's ``read()`` or
-``write()``; a write is one transaction, committed before ``write()`` returns or rolled back.
-SQLite: ``BEGIN IMMEDIATE`` on a pooled connection in WAL mode; the writers of one saver
-take turns on a lock first, so they queue in Python instead of spinning in SQLite's busy
-handler (other processes wait on the busy timeout). PostgreSQL: a psycopg 3 pool.
+"""Where checkpoints live: a SQLite file or a PostgreSQL database, behind one small interface:
+:class:`Tx` inside a database's ``read()`` or ``write()`` (one transaction, committed before
+``write()`` returns, or rolled back). SQLite: ``BEGIN IMMEDIATE`` on a pooled connection in
+WAL mode, the writers of one saver taking turns on a lock first, so they queue in Python
+instead of spinning in SQLite's busy handler. PostgreSQL: a psycopg 3 pool.
 """
 
 from __future__ import annotations
@@ -38,8 +36,7 @@ Unpack = Callable[[bytes], Any]
 """Decodes a stored msgpack value (the saver's serializer)."""
 BUSY_TIMEOUT_S = 60.0
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-_CORRUPT = ("not a database", "malformed", "encrypted", "Could not decode")
-"""Words of SQLite's errors for a file that is not a (sound) database."""
+_CORRUPT = ("not a database", "malformed", "encrypted", "Could not decode")  # not a sound file
 
 
 def is_url(target: object) -> bool:
@@ -65,8 +62,7 @@ class Tx:
         self._cursor.execute(self._sql(sql), params)
 
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        rows = list(rows)
-        if rows:
+        if rows := list(rows):
             self._cursor.executemany(self._sql(sql), rows)
 
     def json(self, value: Any) -> Any:
@@ -75,9 +71,8 @@ class Tx:
 
 
 def _to_wal(conn: sqlite3.Connection) -> str:
-    """Switch the file to WAL (a no-op once it is). Connections opening a new file at once
-    may find it locked for a moment, which SQLite's busy handler does not cover: tried again
-    for up to the busy timeout."""
+    """Switch the file to WAL (a no-op once it is), tried again while another connection opening
+    it at once has it locked (SQLite's busy handler does not cover this) up to the timeout."""
     deadline = time.monotonic() + BUSY_TIMEOUT_S
     while True:
         try:
@@ -102,8 +97,8 @@ class SqliteDatabase:
 
     @property
     def read_only(self) -> bool:
-        """Whether the file is there but cannot be written here (its mode, its folder, a
-        read-only mount or an immutable file): then it is opened for reading only."""
+        """Whether the file is there but not writable here (mode, folder, read-only mount,
+        immutable): then it is opened for reading only."""
         writable = os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
         return self.path.exists() and not writable
 

@@ -1,7 +1,6 @@
 """Deleting, copying and pruning checkpoints (each inside the caller's write transaction).
-
-After checkpoints are deleted, every value a remaining checkpoint refers to stays, with the
-rows its list deltas are built on; the other value rows of that thread/namespace go.
+When checkpoints go, the values a remaining one refers to stay, with the rows their list
+deltas are built on; the other value rows of that thread/namespace go.
 """
 
 from __future__ import annotations
@@ -84,14 +83,12 @@ def _collect_garbage(tx: Tx, unpack: Unpack, thread_id: str, ns: str) -> None:
     sql = "SELECT checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
     for (blob,) in tx.all(sql, (thread_id, ns)):
         live.extend((ch, str(ver)) for ch, ver in unpack(bytes(blob))["channel_versions"].items())
-    bases: dict[tuple[str, str | None], str | None] = {
-        (ch, ver): base
-        for ch, ver, base in tx.all(
-            "SELECT channel, version, base_version FROM checkpoint_blobs "
-            "WHERE thread_id = ? AND checkpoint_ns = ?",
-            (thread_id, ns),
-        )
-    }
+    rows = tx.all(
+        "SELECT channel, version, base_version FROM checkpoint_blobs "
+        "WHERE thread_id = ? AND checkpoint_ns = ?",
+        (thread_id, ns),
+    )
+    bases: dict[tuple[str, str | None], str | None] = {(ch, ver): b for ch, ver, b in rows}
     keep: set[tuple[str, str | None]] = set()
     for key in live:  # each value, and the chain of rows its delta is built on
         while key in bases and key not in keep:

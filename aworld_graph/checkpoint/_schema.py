@@ -137,8 +137,7 @@ def schema_version(tx: Tx, label: str) -> int | None:
     program's tables of the same names, another format or a newer schema: ConfigError."""
     tables = _tables(tx)
     if "aworld_meta" not in tables:
-        taken = sorted(tables & {*_TABLES, "trajectory"})
-        if taken:
+        if taken := sorted(tables & {*_TABLES, "trajectory"}):
             raise ConfigError(
                 f"{label} has tables named {', '.join(taken)} but is not an aworld-graph "
                 "checkpoint store (a LangGraph SqliteSaver/PostgresSaver database?). Point "
@@ -168,9 +167,8 @@ def schema_version(tx: Tx, label: str) -> int | None:
 
 
 def upgrade(tx: Tx, serde: Any, label: str) -> None:
-    """Create a new store's tables, index and view, or bring an older one to this schema, in
-    the caller's write transaction. On PostgreSQL, savers opening a new database at once take
-    turns on an advisory lock (SQLite's write transaction already excludes them)."""
+    """Create a new store's tables, index and view, or bring an older one to this schema; on
+    PostgreSQL savers opening a new database at once take turns on an advisory lock."""
     if tx.dialect == "postgres":
         tx.one("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (FORMAT,))
     version = schema_version(tx, label)
