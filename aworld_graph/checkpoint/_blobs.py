@@ -35,9 +35,8 @@ class BaseInfo:
 
 
 Row = tuple[int, str | None, bytes | None, str | None, int | None, int | None, bytes | None, int]
-"""A ``checkpoint_blobs`` row's value columns: ``(kind, type, value, base_version)``, then
-``items, nbytes, digest, depth`` as in :class:`BaseInfo` (the first three ``None`` but for
-a list)."""
+"""A ``checkpoint_blobs`` row's ``(kind, type, value, base_version)``, then :class:`BaseInfo`'s
+``items, nbytes, digest, depth`` (the first three ``None`` but for a list)."""
 
 
 def split_array(data: bytes) -> tuple[int, int] | None:

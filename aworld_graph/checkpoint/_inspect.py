@@ -30,8 +30,7 @@ class ThreadSummary:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TransitionRow:
-    """One row of the ``trajectory`` view (which also has ``thread_id``, ``checkpoint_ns``),
-    JSON columns decoded."""
+    """A ``trajectory`` row (the view also has ``thread_id``, ``checkpoint_ns``), JSON decoded."""
 
     checkpoint_id: str | None
     """The checkpoint the step made; ``None`` for a step that failed (see ``error``)."""
@@ -48,8 +47,7 @@ class TransitionRow:
     nodes: list[str]
     """Nodes that ran in the step (its tasks' writes, and appended ``trace`` records)."""
     changes: dict[str, Any]
-    """Channel → new value; for a list that grew by appending, the appended items (secrets
-    stripped, large values truncated)."""
+    """Channel → new value, or a grown list's appended items (secrets stripped, big ones cut)."""
     llm_usage: dict[str, int] | None
     """``calls``, ``prompt_tokens``, ``completion_tokens``, ``total_tokens`` summed over the
     appended ``trace`` records (or LangChain messages' ``usage_metadata``)."""

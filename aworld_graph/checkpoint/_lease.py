@@ -45,9 +45,8 @@ LEASE_COLUMNS = "l.holder, l.host, l.pid, l.expires_at"
 
 
 def lease_from(dialect: str) -> str:
-    """A ``FROM`` clause of one row, the thread's lease (NULLs when none), that a write joins
-    what else it reads to (parameters: the thread id twice); on PostgreSQL it takes the
-    thread's shared advisory lock."""
+    """A ``FROM`` of one row, the thread's lease (or NULLs), that a write joins what it reads
+    to (parameters: the thread id twice); on PostgreSQL it takes the shared advisory lock."""
     first = "pg_advisory_xact_lock_shared(hashtextextended(?, 0))" if dialect == "postgres" else "?"
     return f"(SELECT {first} AS one) AS one LEFT JOIN checkpoint_leases AS l ON l.thread_id = ?"
 

@@ -1,10 +1,8 @@
-"""Reading checkpoints back as LangGraph ``CheckpointTuple`` s, a page at a time.
-
-For a page of checkpoint rows, one query per thread/namespace fetches every value they need
-with the delta chains behind them (a recursive query), and one fetches their pending writes.
-Each tuple decodes its own values, so no two tuples share a mutable object. A schema-2
-skeleton may be a delta of its parent's (see :mod:`._schema`): :func:`skeleton` reads it
-through its chain.
+"""Reading checkpoints back as LangGraph ``CheckpointTuple`` s, a page at a time: per
+thread/namespace, one query reads the page's rows, one every value they need with the delta
+chains behind them (a recursive query), one their pending writes. Each tuple decodes its own
+values, so no two share a mutable object. A schema-2 skeleton may be a delta of its parent's
+(:mod:`._schema`): :func:`skeleton` reads it through its chain.
 """
 
 from __future__ import annotations

@@ -9,15 +9,12 @@ is (a) one LangGraph trusts (``SAFE_MSGPACK_TYPES``: datetime, UUID, LangChain m
 imported* (reading never imports one for (c): importing runs code), outside the standard
 library, LangGraph and LangChain.
 
-So state classes read back with no configuration once their module is imported (building the
-graph does); rebuilding runs their ``__init__`` and validators, as in LangGraph. Anything
-else (``os.system``, ``builtins.eval``, an unknown extension) and every ``pickle`` row is
-refused with :class:`~aworld_graph.errors.UnsafeCheckpointValue` naming the type: nothing is
-called, imported or unpickled, nor is the raw payload handed back. A trusted type whose
-constructor rejects the stored data (a field renamed since) comes back as that data, with a
-warning, as in LangGraph (whose older ``json`` rows are read by its own rules). On write, a
-value holding a type this rule would refuse raises :class:`~aworld_graph.errors.DefinitionError`
-naming it and the fix.
+Anything else (``os.system``, ``builtins.eval``, an unknown extension) and every ``pickle``
+row is refused with :class:`~aworld_graph.errors.UnsafeCheckpointValue` naming the type:
+nothing is called, imported or unpickled, nor is the raw payload handed back. A trusted type
+whose constructor rejects the stored data (a field renamed since) comes back as that data,
+with a warning, as in LangGraph; writing a value this rule would refuse raises
+:class:`~aworld_graph.errors.DefinitionError` (docs/checkpoints.md, *Values*).
 """
 
 from __future__ import annotations

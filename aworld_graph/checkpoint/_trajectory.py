@@ -1,6 +1,5 @@
-"""The ``trajectory`` columns of one transition (parent checkpoint → new checkpoint), stored
-on the new checkpoint's row in the same transaction (the view: :mod:`._schema`; its columns:
-:class:`~aworld_graph.checkpoint.TransitionRow`)."""
+"""The ``trajectory`` columns of one transition (parent → new checkpoint), stored on the new
+checkpoint's row (the view: :mod:`._schema`; its columns: :class:`.TransitionRow`)."""
 
 from __future__ import annotations
 

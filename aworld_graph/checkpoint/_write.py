@@ -1,10 +1,9 @@
-"""Writing a checkpoint or a task's writes: ``prepare_*`` serialize in the caller's thread,
-outside any lock; ``store_*`` run in one short write transaction and read what they build on
-from the database itself, so what they store is right whatever order LangGraph saves in and
-whoever else wrote or deleted meanwhile: a list value is a delta of its parent version when
-that is stored (see :mod:`._blobs`); the step's nodes are read from the writes at the parent
-(writes saved after the checkpoint that follows them name their node on it); a checkpoint
-or value put again with the same id replaces the old row."""
+"""Writing a checkpoint or a task's writes: ``prepare_*`` serialize outside any lock, ``store_*``
+run in one short write transaction and read what they build on from the database itself, so
+what they store is right whatever order LangGraph saves in and whoever wrote meanwhile: a list
+is a delta of its parent version if that is stored (:mod:`._blobs`); a step's nodes come from
+the writes at the parent (writes saved after the next checkpoint name their node on it); a
+checkpoint or value put again with the same id replaces the old row."""
 
 from __future__ import annotations
 
@@ -77,7 +76,6 @@ class WritesRecord:
     rows: list[tuple[int, str, str, bytes, str | None]] = field(default_factory=list)
     """``(idx, channel, type, value, error text)``; ``idx < 0``: a special channel."""
     texts: dict[bytes, str] = field(default_factory=dict)
-    """The long strings the values refer to (see :mod:`._texts`)."""
 
 
 def prepare_put(
@@ -228,9 +226,8 @@ def _bases(
 def _nodes(
     tx: Tx, unpack: Unpack, key: tuple[str, str, str], writes: list[tuple[Any, ...]]
 ) -> list[str]:
-    """The nodes of the tasks that wrote at a checkpoint (``(node, task_path)`` rows in
-    LangGraph's task order). A ``Send`` task's writes saved before their checkpoint itself
-    (LangGraph's background saves) get their node named here."""
+    """The nodes of the tasks that wrote at a checkpoint (``(node, task_path)`` rows in task
+    order); a ``Send`` task's writes saved before their checkpoint get their node here."""
     paths: dict[str, Any] = {}
     for node, path in writes:
         paths.setdefault(path, node)  # a task's writes share its path and node
@@ -245,9 +242,8 @@ def _nodes(
 
 
 def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack, admit: Admit) -> None:
-    """Store a task's writes (special channels overwrite, others are kept if present). One
-    query reads the thread's lease and a checkpoint the step already produced (LangGraph
-    may save it before these writes), which then names the task's node."""
+    """Store a task's writes (special channels overwrite, others are kept if present); one
+    query reads the lease and a checkpoint the step saved before them, which gets the node."""
     key = (rec.thread_id, rec.ns, rec.checkpoint_id)
     rows = tx.all(
         f"SELECT {LEASE_COLUMNS}, c.checkpoint_id, c.nodes FROM {lease_from(tx.dialect)} "
@@ -271,8 +267,7 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack, admit: Admit) -> Non
 
 
 def _pushed_node(tx: Tx, unpack: Unpack, key: tuple[str, str, str], task_path: str) -> str | None:
-    """The node of a ``Send`` task: the ``node`` of the packet at its index in the
-    checkpoint's ``__pregel_tasks`` value."""
+    """A ``Send`` task's node: the ``node`` of its packet in the checkpoint's tasks value."""
     if (push := _PUSH.match(task_path)) is None:
         return None
     row = tx.one(f"SELECT checkpoint FROM checkpoints WHERE {AT_CHECKPOINT}", key)

@@ -41,9 +41,9 @@ _PAGE = 200
 
 
 def _in_thread(method: Callable[..., T]) -> Callable[..., Any]:
-    """The async twin of a sync method: the same code in a worker thread (so the event loop
-    never waits on the database); a subclass that overrides the sync method changes both.
-    It shows the method's signature: LangGraph reads ``aput_writes``' to pass ``task_path``."""
+    """The async twin of a sync method: the same code in a worker thread (the event loop never
+    waits on the database; a subclass overriding the sync method changes both), showing its
+    signature (LangGraph reads ``aput_writes``' to decide whether to pass ``task_path``)."""
     name = method.__name__
 
     async def run(self: Any, *args: Any, **kwargs: Any) -> T:
@@ -60,9 +60,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     a PostgreSQL database: ``graph.compile(checkpointer=TrajectorySaver(path))``.
 
     Every ``put`` and ``put_writes`` (sync or async) returns once its rows are committed, or
-    raises. Each channel value is stored once per version; lists that grow by appending
-    (messages, traces, rewards) as deltas; values as msgpack without pickle. Secrets are
-    stripped from metadata and the trajectory before they are written.
+    raises. A channel value is stored once per version, a list that grows by appending as
+    deltas, as msgpack without pickle; metadata and the trajectory are stored without secrets.
 
     Args:
         target: A SQLite file path (folders are created on first use) or a
@@ -141,7 +140,6 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             yield tx
 
     def _admit(self, tx: Tx, thread_id: str, lease: Any) -> None:
-        """A write of ``thread_id`` may go on (see :func:`_lease.admit`)."""
         _lease.admit(tx, thread_id, self._me, thread_id in self._held, self.lease_seconds, lease)
 
     @contextmanager
@@ -330,9 +328,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     aput_writes = _in_thread(put_writes)
 
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
-        """``"<12-digit counter>.<8 random hex>"``: increasing, and distinct across forks (two
-        forks of one checkpoint both write version n+1 of a channel). Another saver's versions
-        keep working: their counter is read back, and this string sorts after theirs."""
+        """``"<12-digit counter>.<8 random hex>"``: increasing, distinct across forks (both
+        write version n+1 of a channel), and after another saver's (its counter read back)."""
         number = int(current.split(".", 1)[0]) if isinstance(current, str) else int(current or 0)
         return f"{number + 1:012d}.{random.getrandbits(32):08x}"
 
