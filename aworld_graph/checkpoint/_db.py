@@ -147,16 +147,10 @@ class SqliteDatabase:
                 conn = self._idle.get_nowait()
             except queue.Empty:
                 conn = self._connect()
-            try:
-                if begin:
-                    conn.execute(begin)
+            if begin:
+                conn.execute(begin)
+            with conn:  # commits when the block ends, rolls back if it raises
                 yield Tx("sqlite", conn)
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
             self._idle.put(conn)
 
     def close(self) -> None:

@@ -186,9 +186,8 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int, admit
             changed[ch] = value
         else:
             appended[ch] = added
-    nodes = _nodes(
-        tx, unpack, (*key, rec.parent_id or ""), [r[6:] for r in rows if r[7] is not None]
-    )
+    writes = [r[6:] for r in rows if r[7] is not None]  # (node, task_path) at the parent
+    nodes = _nodes(tx, unpack, (*key, rec.parent_id or ""), writes)
     derived = transition_row(nodes, changed, appended)
     _texts.store(tx, rec.thread_id, rec.texts)
     tx.many(upsert_sql(tx.dialect, "checkpoint_blobs"), blob_rows)
