@@ -244,11 +244,28 @@ _ANCESTORS = (
 def skeleton(
     tx: Tx, unpack: Unpack, thread_id: str, ns: str, cid: str, blob: bytes
 ) -> dict[str, Any]:
-    """A stored skeleton, decoded (a schema-2 delta read through its chain)."""
-    blob = bytes(blob)
-    if _is_delta(blob):
-        return _resolve(tx, thread_id, ns, cid, unpack)
-    return unpack(blob)  # type: ignore[no-any-return]
+    """A stored skeleton, decoded; a schema-2 delta is read through its chain (one query)."""
+    if not _is_delta(blob := bytes(blob)):
+        return unpack(blob)  # type: ignore[no-any-return]
+    rows: dict[str | None, tuple[str | None, bytes]] = {
+        key: (parent, bytes(data))
+        for key, parent, data in tx.all(_ANCESTORS, (thread_id, ns, cid, thread_id, ns))
+    }
+    chain: list[str | None] = []
+    current: str | None = cid
+    while current in rows and _is_delta(rows[current][1]) and current not in chain:
+        chain.append(current)
+        current = rows[current][0]
+    if current not in rows or _is_delta(rows[current][1]):
+        raise RuntimeFailure(
+            f"checkpoint {cid} of thread {thread_id!r} is stored as a delta of "
+            f"checkpoint {current}, which is missing: the file was changed outside "
+            "aworld-graph. TrajectorySaver.delete_thread removes the thread"
+        )
+    whole = unpack(rows[current][1])
+    for key in reversed(chain):
+        whole = _apply(whole, unpack(rows[key][1][1:]))
+    return whole  # type: ignore[no-any-return]
 
 
 def _is_delta(blob: bytes) -> bool:
@@ -265,26 +282,3 @@ def _apply(base: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
         vs.pop(key, None)
     vs.update(delta.get("vs") or {})
     return {**(delta.get("rest") or {}), "channel_versions": cv, "versions_seen": vs}
-
-
-def _resolve(tx: Tx, thread_id: str, ns: str, checkpoint_id: str, unpack: Unpack) -> dict[str, Any]:
-    """The whole skeleton of a checkpoint stored as a delta (its chain read in one query)."""
-    rows: dict[str | None, tuple[str | None, bytes]] = {
-        cid: (parent, bytes(blob))
-        for cid, parent, blob in tx.all(_ANCESTORS, (thread_id, ns, checkpoint_id, thread_id, ns))
-    }
-    chain: list[str | None] = []
-    current: str | None = checkpoint_id
-    while current in rows and _is_delta(rows[current][1]) and current not in chain:
-        chain.append(current)
-        current = rows[current][0]
-    if current not in rows or _is_delta(rows[current][1]):
-        raise RuntimeFailure(
-            f"checkpoint {checkpoint_id} of thread {thread_id!r} is stored as a delta of "
-            f"checkpoint {current}, which is missing: the file was changed outside "
-            "aworld-graph. TrajectorySaver.delete_thread removes the thread"
-        )
-    skeleton = unpack(rows[current][1])
-    for cid in reversed(chain):
-        skeleton = _apply(skeleton, unpack(rows[cid][1][1:]))
-    return skeleton  # type: ignore[no-any-return]

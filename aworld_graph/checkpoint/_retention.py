@@ -47,9 +47,8 @@ def copy_thread(tx: Tx, source: str, target: str) -> None:
 def prune(
     tx: Tx, unpack: Unpack, thread_ids: Iterable[str] | None, keep: int, before: str | None
 ) -> int:
-    """Delete the checkpoints of each thread/namespace of ``thread_ids`` (all if ``None``)
-    but its ``keep`` newest, only those created before ``before`` (ISO UTC) if given;
-    returns how many were deleted."""
+    """Delete all but the ``keep`` newest checkpoints of each thread/namespace of ``thread_ids``
+    (all if ``None``), if given only those created before ``before`` (ISO UTC); the count."""
     sql = "SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints"
     scopes = tx.all(sql) if thread_ids is None else []
     for thread_id in dict.fromkeys(str(t) for t in thread_ids or ()):

@@ -192,8 +192,16 @@ def upgrade(tx: Tx, serde: Any, label: str) -> None:
 
 
 def _older_than_3(tx: Tx, serde: Any) -> None:
-    """Skeleton deltas stored whole, the writes' new columns, the lease table, the view."""
-    _store_skeletons_whole(tx, serde)
+    """Delta skeletons stored whole (oldest first, so each parent is whole already), the
+    writes' new columns, the lease table, the view."""
+    unpack: Unpack = lambda data: serde.loads_typed(("msgpack", data))  # noqa: E731
+    for thread_id, ns, cid, blob in tx.all(
+        "SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint FROM checkpoints "
+        "WHERE substr(checkpoint, 1, 1) = x'c1' ORDER BY thread_id, checkpoint_ns, checkpoint_id"
+    ):
+        whole = serde.dumps_typed(skeleton(tx, unpack, thread_id, ns, cid, blob))[1]
+        sql = f"UPDATE checkpoints SET checkpoint = ? WHERE {AT_CHECKPOINT}"
+        tx.run(sql, (whole, thread_id, ns, cid))
     have = {r[1] for r in tx.all("PRAGMA table_info(checkpoint_writes)")}
     for name in ("node", "error", "created_at"):
         if name not in have:
@@ -202,19 +210,6 @@ def _older_than_3(tx: Tx, serde: Any) -> None:
     tx.run(_table_sql(tx, "checkpoint_leases"))
     tx.run("DROP VIEW IF EXISTS trajectory")
     tx.run(_view_sql(tx))
-
-
-def _store_skeletons_whole(tx: Tx, serde: Any) -> None:
-    """Rewrite every delta skeleton whole (oldest first, so each parent is whole already)."""
-    unpack: Unpack = lambda data: serde.loads_typed(("msgpack", data))  # noqa: E731
-    rows = tx.all(
-        "SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint FROM checkpoints "
-        "WHERE substr(checkpoint, 1, 1) = x'c1' ORDER BY thread_id, checkpoint_ns, checkpoint_id"
-    )
-    for thread_id, ns, cid, blob in rows:
-        whole = serde.dumps_typed(skeleton(tx, unpack, thread_id, ns, cid, blob))[1]
-        sql = f"UPDATE checkpoints SET checkpoint = ? WHERE {AT_CHECKPOINT}"
-        tx.run(sql, (whole, thread_id, ns, cid))
 
 
 def _name_write_nodes(tx: Tx, serde: Any) -> None:

@@ -150,16 +150,14 @@ def _empty(value: Any) -> bool:
 
 def _plain(value: Any, depth: int) -> Any:
     """A JSON view of ``value``: long strings and lists shortened, empty fields dropped."""
-    if value is None or isinstance(value, bool):
+    if isinstance(value, str) and len(value) > MAX_STRING:
+        return value[:MAX_STRING] + f"…[{len(value) - MAX_STRING} more chars]"
+    if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
         return value if -(2**63) <= value < 2**64 else str(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
-    if isinstance(value, str):
-        if len(value) > MAX_STRING:
-            return value[:MAX_STRING] + f"…[{len(value) - MAX_STRING} more chars]"
-        return value
     if depth > 12:
         return "…"
     if isinstance(value, Mapping):
