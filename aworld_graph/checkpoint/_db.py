@@ -202,7 +202,9 @@ class PostgresDatabase:
                 "pip install 'aworld-graph[postgres]'"
             ) from None
         self._psycopg = psycopg
-        self.label = _without_password(url)
+        scheme, _, rest = url.partition("://")
+        creds, at, host = rest.rpartition("@")  # messages name the URL without its password
+        self.label = f"{scheme}://{creds.split(':', 1)[0]}@{host}" if at else url
         commit = "on" if durability == "full" else "off"
 
         def configure(conn: Any) -> None:
@@ -258,15 +260,6 @@ class PostgresDatabase:
 
     def close(self) -> None:
         self._pool.close()
-
-
-def _without_password(url: str) -> str:
-    scheme, _, rest = url.partition("://")
-    creds, at, host = rest.rpartition("@")
-    if not at:
-        return url
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}@{host}"
 
 
 def open_database(target: str | Path, durability: Durability) -> SqliteDatabase | PostgresDatabase:

@@ -96,6 +96,7 @@ def prepare_put(
     if inline:
         shape["channel_values"] = inline
     step = merged.get("step")
+    meta = _json_text(merged)  # secrets stripped: scanned as text, copied only if needed
     record = PutRecord(
         thread_id=str(conf["thread_id"]),
         ns=conf.get("checkpoint_ns", ""),
@@ -106,7 +107,7 @@ def prepare_put(
         source=None if merged.get("source") is None else str(merged["source"]),
         run_id=None if merged.get("run_id") is None else str(merged["run_id"]),
         skeleton=serde.dumps_typed(shape)[1],
-        metadata_json=_metadata_json(merged),
+        metadata_json=_json_text(strip_secrets(merged)) if may_hold_secrets(meta) else meta,
     )
     for ch, ver in new_versions.items():
         if ch in values:
@@ -282,12 +283,6 @@ def _pushed_node(tx: Tx, unpack: Unpack, key: tuple[str, str, str], task_path: s
         return None
     node = getattr(packets[index], "node", None)
     return node if isinstance(node, str) else None
-
-
-def _metadata_json(metadata: dict[str, Any]) -> str:
-    """The metadata as JSON, secrets stripped (scanned as text; copied only if needed)."""
-    text = _json_text(metadata)
-    return _json_text(strip_secrets(metadata)) if may_hold_secrets(text) else text
 
 
 def _json_text(value: Any) -> str:
