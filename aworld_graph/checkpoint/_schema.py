@@ -122,20 +122,16 @@ def _view_sql(tx: Tx) -> str:
     )
 
 
-def _tables(tx: Tx) -> set[str]:
+def schema_version(tx: Tx, label: str) -> int | None:
+    """The store's schema version; ``None`` when it has no aworld-graph tables yet. Another
+    program's tables of the same names, another format or a newer schema: ConfigError."""
     if tx.dialect == "sqlite":
         rows = tx.all("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
     else:
         rows = tx.all(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
         )
-    return {r[0] for r in rows}
-
-
-def schema_version(tx: Tx, label: str) -> int | None:
-    """The store's schema version; ``None`` when it has no aworld-graph tables yet. Another
-    program's tables of the same names, another format or a newer schema: ConfigError."""
-    tables = _tables(tx)
+    tables = {r[0] for r in rows}
     if "aworld_meta" not in tables:
         if taken := sorted(tables & {*_TABLES, "trajectory"}):
             raise ConfigError(

@@ -92,14 +92,10 @@ def stored_text(digest: bytes) -> str:
 
 def garbage_sql(dialect: str) -> str:
     """``DELETE`` of a thread's texts no value or write of it refers to any more."""
-    has = (
-        "instr({0}.value, t.digest) > 0"
-        if dialect == "sqlite"
-        else "position(t.digest in {0}.value) > 0"
-    )
+    has = "instr({0}.value, t.digest)" if dialect == "sqlite" else "position(t.digest in {0}.value)"
     return (
         "DELETE FROM checkpoint_texts AS t WHERE t.thread_id = ? "
         "AND NOT EXISTS (SELECT 1 FROM checkpoint_blobs AS b WHERE b.thread_id = t.thread_id "
-        f"AND {has.format('b')}) AND NOT EXISTS (SELECT 1 FROM checkpoint_writes AS w "
-        f"WHERE w.thread_id = t.thread_id AND {has.format('w')})"
+        f"AND {has.format('b')} > 0) AND NOT EXISTS (SELECT 1 FROM checkpoint_writes AS w "
+        f"WHERE w.thread_id = t.thread_id AND {has.format('w')} > 0)"
     )

@@ -258,11 +258,9 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack, admit: Admit) -> Non
     for idx, channel, type_, data, error in rec.rows:  # special channels (idx < 0) overwrite
         row = (*key, rec.task_id, idx, channel, type_, data, rec.task_path, node, error, now)
         tx.run(upsert_sql(tx.dialect, "checkpoint_writes", replace=idx < 0), row)
+    sql = f"UPDATE checkpoints SET nodes = {mark(tx.dialect, 'nodes')} WHERE {AT_CHECKPOINT}"
     for cid, stored in (r[4:] for r in rows if r[4] is not None and node is not None):
         if node not in (names := tx.json(stored) or []):
-            sql = (
-                f"UPDATE checkpoints SET nodes = {mark(tx.dialect, 'nodes')} WHERE {AT_CHECKPOINT}"
-            )
             tx.run(sql, (_json_text([*names, node]), *key[:2], cid))
 
 

@@ -1,5 +1,4 @@
-"""``TrajectorySaver``: a LangGraph checkpointer that keeps every transition, on SQLite or
-PostgreSQL."""
+"""``TrajectorySaver``: a LangGraph checkpointer keeping every transition (SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
