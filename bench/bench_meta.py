@@ -45,6 +45,7 @@ from aworld_graph.meta import (  # noqa: E402
     default_operators,
     optimize,
     shipped,
+    write_comparison,
 )
 from aworld_graph.meta import synthetic as syn  # noqa: E402
 
@@ -160,6 +161,7 @@ async def _embedded_rows(task_set: str, quick: bool) -> list[dict[str, Any]]:
     if task_set == "expressions" and not quick:
         random, tasks, seconds, out = await _embedded(task_set, quick, search="random")
         score = random.best.score("test") or 0.0
+        compared = write_comparison({"search": result, "random search": random}, out.parent)
         rows.append(
             {
                 "name": f"embedded SmolLM2-135M, {task_set}: random search vs the search (test)",
@@ -168,7 +170,8 @@ async def _embedded_rows(task_set: str, quick: bool) -> list[dict[str, Any]]:
                 "ratio": _ratio(score, best),
                 "goal": "< 1x",
                 "unit": "reward",
-                "note": _embedded_note(random, tasks, seconds, out),
+                "note": _embedded_note(random, tasks, seconds, out)
+                + f"; best dev score against rollouts: {compared[1].relative_to(ROOT)}",
             }
         )
     return rows
