@@ -275,9 +275,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
 
     def transitions(self, thread_id: str, checkpoint_ns: str = "") -> builtins.list[TransitionRow]:
         """A thread's ``trajectory`` rows, oldest first, forks and failed steps included."""
-        with self._reading() as tx:  # a store not migrated yet has no failed steps
-            migrated = self._version == _schema.SCHEMA_VERSION
-            return transitions(tx, str(thread_id), checkpoint_ns, errors=migrated)
+        with self._reading() as tx:  # failed steps' errors came with schema 3
+            errors = (self._version or _schema.SCHEMA_VERSION) >= 3
+            return transitions(tx, str(thread_id), checkpoint_ns, errors=errors)
 
     aget_tuple = _in_thread(get_tuple)
 

@@ -9,7 +9,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
 
 from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.cli import main
@@ -19,6 +22,21 @@ from .conftest import ask, chat_graph
 FIXTURES = Path(__file__).parent / "fixtures"
 EXPECTED = json.loads((FIXTURES / "schema2.json").read_text())
 THREADS = ("chain", "chat", "forked")
+
+
+class _N(TypedDict):
+    n: int
+
+
+def _failing_graph(saver: TrajectorySaver) -> Any:
+    def step(state: _N) -> dict[str, int]:
+        raise RuntimeError("the node broke")
+
+    graph = StateGraph(_N)
+    graph.add_node("step", step)
+    graph.add_edge(START, "step")
+    graph.add_edge("step", END)
+    return graph.compile(checkpointer=saver)
 
 
 def _plain(value: Any) -> Any:
@@ -125,11 +143,16 @@ def test_a_schema_3_store_gains_the_texts_table(target: str) -> None:
 
     with TrajectorySaver(target) as saver:
         ask(chat_graph(saver), "old", "hello")
+        with pytest.raises(RuntimeError, match="broke"):
+            _failing_graph(saver).invoke({"n": 0}, {"configurable": {"thread_id": "failed"}})
     execute(target, "DROP TABLE checkpoint_texts")
     execute(target, "UPDATE aworld_meta SET value = '3' WHERE key = 'schema_version'")
     with TrajectorySaver(target) as saver:
         before = _plain(list(saver.list({"configurable": {"thread_id": "old"}})))
+        failed = [(r.source, r.error) for r in saver.transitions("failed")]
+        assert failed[-1][0] == "error" and "broke" in str(failed[-1][1])  # schema 3 has them
         assert saver.migrate() is True
+        assert [(r.source, r.error) for r in saver.transitions("failed")] == failed
         assert _plain(list(saver.list({"configurable": {"thread_id": "old"}}))) == before
         assert ask(chat_graph(saver), "old", "again")["turn"] == 1
     version = execute(target, "SELECT value FROM aworld_meta WHERE key = 'schema_version'")
