@@ -99,8 +99,9 @@ class SqliteDatabase:
     def read_only(self) -> bool:
         """Whether the file is there but not writable here (mode, folder, read-only mount,
         immutable): then it is opened for reading only."""
-        writable = os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
-        return self.path.exists() and not writable
+        if not self.path.exists():  # first: another connection may be making it right now
+            return False
+        return not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK))
 
     def _connect(self) -> sqlite3.Connection:
         if self.read_only:  # with no -wal beside it, nothing is being written: immutable

@@ -4,11 +4,13 @@ reading: ``threads``, ``history`` and ``export`` work on it, and a write says wh
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -83,3 +85,22 @@ def test_reading_commands_work_on_a_read_only_mount(stored: Path) -> None:
         pytest.skip(f"cannot make a private read-only mount here: {done.stderr.strip()}")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1].split()[0] == "t1"
+
+
+def test_a_file_made_by_another_connection_meanwhile_is_not_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Concurrent first writes to a new file: one connection creates it while another
+    checks whether it is writable (seen with 16 runs at once on a fresh store)."""
+    from aworld_graph.checkpoint import _db
+
+    path = tmp_path / "new.db"
+    real_access = os.access
+
+    def access(target: Any, mode: int) -> bool:
+        answer = real_access(target, mode)  # the file is not there yet: False
+        path.touch()  # ... and another thread creates it now
+        return answer
+
+    monkeypatch.setattr(_db.os, "access", access)
+    assert _db.SqliteDatabase(path, "normal").read_only is False
