@@ -96,6 +96,7 @@ class SqliteDatabase:
         self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._lock_fd: int | None = None
+        self._lock_pid = 0  # a forked child shares its parent's open file: its own then
 
     @contextmanager
     def _writer(self) -> Iterator[None]:
@@ -104,9 +105,10 @@ class SqliteDatabase:
         lock is released; SQLite's own busy handler polls with sleeps of 1-100 ms, which left
         two processes writing one file idle a third of the time."""
         with self._lock:
-            if self._lock_fd is None:
+            if self._lock_fd is None or self._lock_pid != os.getpid():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._lock_fd = os.open(f"{self.path}-lock", os.O_RDWR | os.O_CREAT, 0o644)
+                self._lock_pid = os.getpid()
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             try:
                 yield

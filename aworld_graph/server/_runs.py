@@ -134,7 +134,7 @@ _PARTS = (
 
 
 class _Sink:
-    """Turns the library's run events into stream parts of every mode."""
+    """Turns the library's run events into stream parts of the modes its run keeps."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
