@@ -156,23 +156,27 @@ class SqliteDatabase:
     @contextmanager
     def _session(self, begin: str | None) -> Iterator[Tx]:
         writes = begin != "BEGIN"
-        if writes and self.read_only:
-            raise ConfigError(
-                f"checkpoint database {self.path} is read-only here (the file or its folder "
-                "is not writable, or it is on a read-only mount or immutable): commands that "
-                "only read (threads, history, export) work on it; to run or change runs, copy "
-                "it somewhere writable or point AWORLD_GRAPH_DB / --db at another file"
-            )
-        with self._writer() if writes else nullcontext(), _sqlite_errors(self.path):
-            try:
-                conn = self._idle.get_nowait()
-            except queue.Empty:
-                conn = self._connect()
-            if begin:
-                conn.execute(begin)
-            with conn:  # commits when the block ends, rolls back if it raises
-                yield Tx("sqlite", conn)
-            self._idle.put(conn)
+        try:
+            with self._writer() if writes else nullcontext(), _sqlite_errors(self.path):
+                try:
+                    conn = self._idle.get_nowait()
+                except queue.Empty:
+                    conn = self._connect()
+                if begin:
+                    conn.execute(begin)
+                with conn:  # commits when the block ends, rolls back if it raises
+                    yield Tx("sqlite", conn)
+                self._idle.put(conn)
+        except (OSError, ConfigError):  # a write that failed (the lock file or SQLite's)
+            if writes and self.read_only:  # asked only then: a write checks nothing first
+                raise ConfigError(
+                    f"checkpoint database {self.path} is read-only here (the file or its "
+                    "folder is not writable, or it is on a read-only mount or immutable): "
+                    "commands that only read (threads, history, export) work on it; to run or "
+                    "change runs, copy it somewhere writable or point AWORLD_GRAPH_DB / --db "
+                    "at another file"
+                ) from None
+            raise
 
     def close(self) -> None:
         with suppress(queue.Empty):

@@ -72,10 +72,14 @@ def test_a_write_to_an_immutable_file_names_the_file_and_the_way_out(immutable: 
 
 def test_reading_commands_work_on_a_read_only_mount(stored: Path) -> None:
     """The store's folder bind-mounted read-only in a private mount namespace (so even root
-    cannot write it): ``threads`` lists the run."""
+    cannot write it): ``threads`` lists the run; a write (``prune``, which would also make
+    the lock file beside the store) says the store is read-only."""
     folder = stored.parent
     cli = f"{sys.executable} -c 'from aworld_graph.cli import main; main()'"
-    script = f"mount --bind -o ro {folder} {folder} && exec {cli} threads --db {stored}"
+    script = (
+        f"mount --bind -o ro {folder} {folder} && {cli} threads --db {stored} && "
+        f"! {cli} prune --keep 1 --db {stored} 2>&1"
+    )
     if shutil.which("unshare") is None:
         pytest.skip("unshare (util-linux) is not installed")
     done = subprocess.run(
@@ -85,6 +89,7 @@ def test_reading_commands_work_on_a_read_only_mount(stored: Path) -> None:
         pytest.skip(f"cannot make a private read-only mount here: {done.stderr.strip()}")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1].split()[0] == "t1"
+    assert "is read-only here" in done.stdout and "Traceback" not in done.stdout, done.stdout
 
 
 def test_a_file_made_by_another_connection_meanwhile_is_not_read_only(
