@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -493,13 +494,15 @@ async def _concurrent(saver: BaseCheckpointSaver | None, n: int) -> float:
 
 
 def bench_concurrent(backends: list[Backend], sizes: Sizes) -> dict[str, float]:
-    """Wall time of many concurrent runs: no checkpointer, then each backend's savers in
-    turn (best of ``repeats``); keys ``none``, ``<backend> ours`` and ``<backend> peer``."""
+    """Wall time of many concurrent runs: no checkpointer, LangGraph's ``InMemorySaver`` (the
+    floor: the loop's own checkpointing work, nothing stored), then each backend's savers in
+    turn (best of ``repeats``); keys ``none``, ``memory``, ``<backend> ours``/``peer``."""
 
     async def run() -> dict[str, float]:
         best: dict[str, float] = {}
         for _ in range(sizes.repeats):
             t = {"none": await _concurrent(None, sizes.concurrent)}
+            t["memory"] = await _concurrent(InMemorySaver(), sizes.concurrent)
             for b in backends:
                 async with _ours(b.target("concurrent_o")) as ours:
                     t[f"{b.name} ours"] = await _concurrent(ours, sizes.concurrent)
@@ -515,7 +518,14 @@ def bench_concurrent(backends: list[Backend], sizes: Sizes) -> dict[str, float]:
 def concurrent_rows(
     backends: list[Backend], sizes: Sizes, t: dict[str, float], pg_reason: str | None
 ) -> list[dict[str, Any]]:
-    n, rows = sizes.concurrent, []
+    n = sizes.concurrent
+    rows = [
+        _row(
+            f"{n} concurrent runs, s (InMemorySaver vs no checkpointer: the floor)",
+            {"ours": t["memory"], "peer": t["none"]},
+            None,
+        )
+    ]
     for b in backends:
         goal = 2.0 if b.name == "SQLite" else None  # PostgreSQL: reported
         rows.append(
