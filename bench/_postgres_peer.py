@@ -83,14 +83,16 @@ async def apeer(url: str) -> AsyncIterator[Any]:
         yield saver
 
 
-def stored_bytes(url: str) -> int:
-    """``pg_total_relation_size`` (heap, indexes, TOAST) summed over the database's tables."""
+def stored_bytes(url: str, table: str | None = None) -> int:
+    """``pg_total_relation_size`` (heap, indexes, TOAST) summed over the database's tables
+    (or of the one named ``table``)."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = 'public' AND c.relkind = 'r'"
+            "WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relname = coalesce(%s, c.relname)",
+            (table,),
         ).fetchone()
     return int(row[0]) if row else 0
