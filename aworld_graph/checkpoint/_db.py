@@ -63,7 +63,10 @@ class Tx:
         self._cursor.execute(self._sql(sql), params)
 
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        if rows := list(rows):
+        rows = list(rows)
+        if len(rows) == 1:  # psycopg's executemany sets up a pipeline even for one row
+            self._cursor.execute(self._sql(sql), rows[0])
+        elif rows:
             self._cursor.executemany(self._sql(sql), rows)
 
     def json(self, value: Any) -> Any:

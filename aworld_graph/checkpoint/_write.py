@@ -255,9 +255,13 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack, admit: Admit) -> Non
     node = node_from_task_path(rec.task_path) or _pushed_node(tx, unpack, key, rec.task_path)
     now = datetime.now(UTC).isoformat()
     _texts.store(tx, rec.thread_id, rec.texts)
-    for idx, channel, type_, data, error in rec.rows:  # special channels (idx < 0) overwrite
-        row = (*key, rec.task_id, idx, channel, type_, data, rec.task_path, node, error, now)
-        tx.run(upsert_sql(tx.dialect, "checkpoint_writes", replace=idx < 0), row)
+    for special in (False, True):  # special channels (idx < 0) overwrite, others are kept
+        batch = [
+            (*key, rec.task_id, idx, channel, type_, data, rec.task_path, node, error, now)
+            for idx, channel, type_, data, error in rec.rows
+            if (idx < 0) == special
+        ]
+        tx.many(upsert_sql(tx.dialect, "checkpoint_writes", replace=special), batch)
     sql = f"UPDATE checkpoints SET nodes = {mark(tx.dialect, 'nodes')} WHERE {AT_CHECKPOINT}"
     for cid, stored in (r[4:] for r in rows if r[4] is not None and node is not None):
         if node not in (names := tx.json(stored) or []):
