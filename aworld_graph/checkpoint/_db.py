@@ -173,11 +173,10 @@ class SqliteDatabase:
         except (OSError, ConfigError):  # a write that failed (the lock file or SQLite's)
             if writes and self.read_only:  # asked only then: a write checks nothing first
                 raise ConfigError(
-                    f"checkpoint database {self.path} is read-only here (the file or its "
-                    "folder is not writable, or it is on a read-only mount or immutable): "
-                    "commands that only read (threads, history, export) work on it; to run or "
-                    "change runs, copy it somewhere writable or point AWORLD_GRAPH_DB / --db "
-                    "at another file"
+                    f"checkpoint database {self.path} is read-only here (file or folder not "
+                    "writable, a read-only mount or immutable): threads, history and export "
+                    "work on it; to run or change runs, copy it somewhere writable or point "
+                    "AWORLD_GRAPH_DB / --db at another file"
                 ) from None
             raise
 
@@ -267,21 +266,14 @@ class PostgresDatabase:
                 f"checkpoint database {self.label}: {type(exc).__name__}: {exc}"
             ) from exc
 
-    def read(self) -> AbstractContextManager[Tx]:
-        """A read-only transaction: one snapshot (``REPEATABLE READ``) for every statement."""
-        return self._transaction(read_only=True)
-
     def write(self) -> AbstractContextManager[Tx]:
-        """A write transaction, committed when the block ends, rolled back if it raises."""
-        return self._transaction(read_only=False)
+        return self.read(read_only=False)
 
     @contextmanager
-    def _transaction(self, read_only: bool) -> Iterator[Tx]:
-        """A pooled connection's transaction: psycopg begins it with the first statement (the
-        ``BEGIN`` naming the isolation level and read-only mode), the pool's block commits it
-        or rolls it back. Plain statements, not psycopg's pipeline mode: on a local server
-        the pipeline's own work cost more than the round trips it saved (1.8x PostgresSaver's
-        cost per step against 1.4-1.5x)."""
+    def read(self, *, read_only: bool = True) -> Iterator[Tx]:
+        """A transaction (read-only: one ``REPEATABLE READ`` snapshot) that psycopg begins with
+        the first statement and the pool's block commits or rolls back. Not pipeline mode: on
+        a local server its own work cost more than the round trips it saved."""
         level = self._psycopg.IsolationLevel.REPEATABLE_READ if read_only else None
         with self._errors(), self._pool.connection() as conn:
             conn.isolation_level, conn.read_only = level, read_only

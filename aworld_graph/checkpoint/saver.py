@@ -36,9 +36,7 @@ from ._write import prepare_put, prepare_writes, store_put, store_writes
 __all__ = ["TrajectorySaver"]
 
 T = TypeVar("T")
-_PAGE = 50
-"""Tuples a ``list()`` reads at a time: few enough that Python's cyclic collector, which
-runs while a page is built, finds few of them alive (200 took 1.1-1.7x as long)."""
+_PAGE = 50  # tuples a list() reads at once: more make Python's collector scan more of them
 
 
 def _in_thread(method: Callable[..., T]) -> Callable[..., Any]:
