@@ -38,3 +38,13 @@ def test_no_module_is_over_500_lines() -> None:
         if (n := len(path.read_text().splitlines())) > 500
     }
     assert not long, f"modules over 500 lines: {long}"
+
+
+def test_the_checkpointer_stays_within_its_size() -> None:
+    """Both back ends of ``aworld_graph/checkpoint/`` in at most 2,500 lines (issue 16): a
+    write path a newcomer can read whole. Make room by simplifying, not by packing lines."""
+    lines = sum(
+        len(path.read_text().splitlines())
+        for path in (ROOT / "aworld_graph" / "checkpoint").glob("*.py")
+    )
+    assert lines <= 2_500, f"aworld_graph/checkpoint/ is {lines} lines (at most 2,500)"
