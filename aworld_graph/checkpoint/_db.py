@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
-from functools import lru_cache
+from functools import lru_cache, partialmethod
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
@@ -266,11 +266,8 @@ class PostgresDatabase:
                 f"checkpoint database {self.label}: {type(exc).__name__}: {exc}"
             ) from exc
 
-    def write(self) -> AbstractContextManager[Tx]:
-        return self.read(read_only=False)
-
     @contextmanager
-    def read(self, *, read_only: bool = True) -> Iterator[Tx]:
+    def transaction(self, *, read_only: bool) -> Iterator[Tx]:
         """A transaction (read-only: one ``REPEATABLE READ`` snapshot) that psycopg begins with
         the first statement and the pool's block commits or rolls back. Not pipeline mode: on
         a local server its own work cost more than the round trips it saved."""
@@ -278,6 +275,9 @@ class PostgresDatabase:
         with self._errors(), self._pool.connection() as conn:
             conn.isolation_level, conn.read_only = level, read_only
             yield Tx("postgres", conn.cursor())
+
+    read = partialmethod(transaction, read_only=True)
+    write = partialmethod(transaction, read_only=False)
 
     @contextmanager
     def autocommit(self) -> Iterator[Tx]:
