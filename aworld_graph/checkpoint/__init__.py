@@ -22,19 +22,9 @@ from ._inspect import ThreadSummary, TransitionRow
 from ._serde import StrictSerializer
 from .saver import TrajectorySaver
 
-__all__ = [
-    "TrajectorySaver",
-    "Durability",
-    "ThreadSummary",
-    "TransitionRow",
-    "StrictSerializer",
-    "strip_secrets",
-    "default_target",
-    "default_checkpointer",
-    "open_saver",
-    "is_url",
-    "DB_ENV_VAR",
-]
+__all__ = ["TrajectorySaver", "Durability", "ThreadSummary", "TransitionRow", "StrictSerializer"]
+__all__ += ["strip_secrets", "default_target", "default_checkpointer", "open_saver", "is_url"]
+__all__ += ["DB_ENV_VAR"]
 
 DB_ENV_VAR = "AWORLD_GRAPH_DB"
 """Environment variable naming the default store: a SQLite file or a ``postgresql://`` URL."""

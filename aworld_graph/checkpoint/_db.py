@@ -1,8 +1,8 @@
 """Where checkpoints live: a SQLite file or a PostgreSQL database, behind one small interface:
-:class:`Tx` inside a database's ``read()`` or ``write()`` (one transaction, committed before
-``write()`` returns, or rolled back). SQLite: ``BEGIN IMMEDIATE`` on a pooled connection in
-WAL mode, the writers of one saver taking turns on a lock first, so they queue in Python
-instead of spinning in SQLite's busy handler. PostgreSQL: a psycopg 3 pool.
+:class:`Tx` inside a database's ``read()``, or given to ``each(fn)`` (one write transaction,
+committed before ``each`` returns, or rolled back). SQLite: ``BEGIN IMMEDIATE`` on a pooled
+connection in WAL mode, one writer at a time (the writes of threads that wait meanwhile
+commit together next); PostgreSQL: a psycopg 3 pool, writers at once.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ import queue
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
-from functools import lru_cache, partialmethod
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 import orjson
@@ -25,6 +27,8 @@ import orjson
 from ..errors import ConfigError, RuntimeFailure
 
 __all__ = ["AT_CHECKPOINT", "Durability", "Tx", "Unpack", "is_url", "open_database"]
+
+T = TypeVar("T")
 
 Durability = Literal["normal", "full"]
 """``normal``: a committed write survives a killed process (SQLite ``synchronous=NORMAL``;
@@ -97,26 +101,25 @@ class SqliteDatabase:
         self.label = str(path)
         self._sync = "FULL" if durability == "full" else "NORMAL"
         self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held by the thread running a transaction
         self._lock_fd: int | None = None
         self._lock_pid = 0  # a forked child shares its parent's open file: its own then
+        self._waiting: deque[_Job] = deque()  # for the next group (a deque: thread-safe)
 
     @contextmanager
     def _writer(self) -> Iterator[None]:
-        """This process's and every other process's writers one at a time: a thread lock, then
-        an exclusive ``flock`` on ``<file>-lock``. The kernel wakes a waiting process when the
-        lock is released; SQLite's own busy handler polls with sleeps of 1-100 ms, which left
-        two processes writing one file idle a third of the time."""
-        with self._lock:
-            if self._lock_fd is None or self._lock_pid != os.getpid():
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._lock_fd = os.open(f"{self.path}-lock", os.O_RDWR | os.O_CREAT, 0o644)
-                self._lock_pid = os.getpid()
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        """Every process's writers one at a time (this one's hold ``self._lock``): a ``flock`` on
+        ``<file>-lock``, whose waiter the kernel wakes at once (SQLite's busy handler sleeps
+        1-100 ms between tries: two processes writing one file idled a third of the time)."""
+        if self._lock_fd is None or self._lock_pid != os.getpid():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(f"{self.path}-lock", os.O_RDWR | os.O_CREAT, 0o644)
+            self._lock_pid = os.getpid()
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     @property
     def read_only(self) -> bool:
@@ -135,8 +138,7 @@ class SqliteDatabase:
         conn = sqlite3.connect(
             str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
-        mode = _to_wal(conn)
-        if mode.lower() != "wal":
+        if (mode := _to_wal(conn)).lower() != "wal":
             raise ConfigError(
                 f"cannot switch {self.path} to WAL journal mode (got {mode!r}); put the "
                 "database on a local filesystem"
@@ -148,29 +150,63 @@ class SqliteDatabase:
         """A read transaction: one consistent snapshot for every statement in it."""
         return self._session("BEGIN")
 
-    def write(self) -> AbstractContextManager[Tx]:
-        """A write transaction, committed when the block ends, rolled back if it raises."""
-        return self._session("BEGIN IMMEDIATE")
+    def each(self, fn: Callable[[Tx], T]) -> T:
+        """``fn(tx)`` in a write transaction committed before this returns, or raising. Group
+        commit: writes asked for while a transaction runs go in the next, in order, each in a
+        savepoint (one that raises is undone alone; a failed transaction raises in each)."""
+        self._waiting.append(job := _Job(fn))
+        with self._lock:  # the transaction before has ended: this job's turn, or it is done
+            if not job.done:
+                self._commit([self._waiting.popleft() for _ in range(len(self._waiting))])
+        with self._errors(writes=True):  # as a write failing here would say (in this thread)
+            if job.error is not None:
+                raise job.error
+        return job.result  # type: ignore[no-any-return]
 
-    def autocommit(self) -> AbstractContextManager[Tx]:
-        """A connection outside any transaction (``VACUUM``)."""
-        return self._session(None)
+    def _commit(self, group: list[_Job]) -> None:
+        try:
+            with self._session("BEGIN IMMEDIATE") as tx:
+                for job in group:
+                    tx.run("SAVEPOINT job")
+                    try:
+                        job.result = job.fn(tx)
+                    except Exception as exc:
+                        job.error = exc
+                        tx.run("ROLLBACK TO job")
+                    tx.run("RELEASE job")
+        except BaseException as exc:  # nothing of the group is stored
+            for job in group:
+                job.error = job.error or exc
+        for job in group:
+            job.done = True
+
+    def vacuum(self) -> None:
+        """``VACUUM`` (outside any transaction), then the write-ahead log truncated."""
+        with self._lock, self._session(None) as tx:
+            tx.run("VACUUM")
+            tx.run("PRAGMA wal_checkpoint(TRUNCATE)")
 
     @contextmanager
     def _session(self, begin: str | None) -> Iterator[Tx]:
         writes = begin != "BEGIN"
+        with self._errors(writes), self._writer() if writes else nullcontext():
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                conn = self._connect()
+            if begin:
+                conn.execute(begin)
+            with conn:  # commits when the block ends, rolls back if it raises
+                yield Tx("sqlite", conn)
+            self._idle.put(conn)
+
+    @contextmanager
+    def _errors(self, writes: bool) -> Iterator[None]:
+        """SQLite's errors as the project's, saying what to do; a write that failed (the lock
+        file or SQLite's) on a store that is read-only here says so."""
         try:
-            with self._writer() if writes else nullcontext(), _sqlite_errors(self.path):
-                try:
-                    conn = self._idle.get_nowait()
-                except queue.Empty:
-                    conn = self._connect()
-                if begin:
-                    conn.execute(begin)
-                with conn:  # commits when the block ends, rolls back if it raises
-                    yield Tx("sqlite", conn)
-                self._idle.put(conn)
-        except (OSError, ConfigError):  # a write that failed (the lock file or SQLite's)
+            yield
+        except (OSError, sqlite3.Error) as exc:
             if writes and self.read_only:  # asked only then: a write checks nothing first
                 raise ConfigError(
                     f"checkpoint database {self.path} is read-only here (file or folder not "
@@ -178,7 +214,22 @@ class SqliteDatabase:
                     "work on it; to run or change runs, copy it somewhere writable or point "
                     "AWORLD_GRAPH_DB / --db at another file"
                 ) from None
-            raise
+            if isinstance(exc, OSError):
+                raise
+            text = str(exc)
+            if isinstance(exc, sqlite3.DatabaseError) and any(word in text for word in _CORRUPT):
+                raise ConfigError(
+                    f"checkpoint database {self.path} is not a valid SQLite file or is corrupt "
+                    f"({text}). Move it aside (or restore a backup) and run again, or point "
+                    "AWORLD_GRAPH_DB / --db at another file"
+                ) from exc
+            if "unable to open" in text or "readonly" in text:
+                raise ConfigError(
+                    f"checkpoint database {self.path}: {text}. Check that the file and its "
+                    "folder exist and are writable (SQLite also writes <file>-wal and "
+                    "<file>-shm beside it), or point AWORLD_GRAPH_DB / --db at another file"
+                ) from exc
+            raise RuntimeFailure(f"checkpoint database {self.path}: {exc!r}") from exc
 
     def close(self) -> None:
         with suppress(queue.Empty):
@@ -190,26 +241,14 @@ class SqliteDatabase:
                 self._lock_fd = None
 
 
-@contextmanager
-def _sqlite_errors(path: Path) -> Iterator[None]:
-    """Low-level SQLite errors on ``path`` as the project's errors, saying what to do."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        text = str(exc)
-        if isinstance(exc, sqlite3.DatabaseError) and any(word in text for word in _CORRUPT):
-            raise ConfigError(
-                f"checkpoint database {path} is not a valid SQLite file or is corrupt ({text}). "
-                "Move it aside (or restore a backup) and run again, or point AWORLD_GRAPH_DB / "
-                "--db at another file"
-            ) from exc
-        if "unable to open" in text or "readonly" in text:
-            raise ConfigError(
-                f"checkpoint database {path}: {text}. Check that the file and its folder exist "
-                "and are writable (SQLite also writes <file>-wal and <file>-shm beside it), or "
-                "point AWORLD_GRAPH_DB / --db at another file"
-            ) from exc
-        raise RuntimeFailure(f"checkpoint database {path}: {type(exc).__name__}: {text}") from exc
+@dataclass(slots=True)
+class _Job:
+    """A write waiting for its group's transaction, then what it gave."""
+
+    fn: Callable[[Tx], Any]
+    result: Any = None
+    error: BaseException | None = None
+    done: bool = False
 
 
 @lru_cache(maxsize=512)
@@ -232,7 +271,7 @@ class PostgresDatabase:
                 "TrajectorySaver('postgresql://…') needs psycopg 3 and psycopg-pool: "
                 "pip install 'aworld-graph[postgres]'"
             ) from None
-        self._psycopg = psycopg
+        self._psycopg, self._url = psycopg, url
         scheme, _, rest = url.partition("://")
         creds, at, host = rest.rpartition("@")  # messages name the URL without its password
         self.label = f"{scheme}://{creds.split(':', 1)[0]}@{host}" if at else url
@@ -267,26 +306,23 @@ class PostgresDatabase:
             ) from exc
 
     @contextmanager
-    def transaction(self, *, read_only: bool) -> Iterator[Tx]:
-        """A transaction (read-only: one ``REPEATABLE READ`` snapshot) that psycopg begins with
-        the first statement and the pool's block commits or rolls back. Not pipeline mode: on
-        a local server its own work cost more than the round trips it saved."""
-        level = self._psycopg.IsolationLevel.REPEATABLE_READ if read_only else None
+    def read(self) -> Iterator[Tx]:
+        """A read-only ``REPEATABLE READ`` snapshot. Here and in :meth:`each` psycopg begins the
+        transaction, the pool's block ends it (no pipeline mode: it cost more than it saved)."""
         with self._errors(), self._pool.connection() as conn:
-            conn.isolation_level, conn.read_only = level, read_only
+            conn.isolation_level = self._psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
             yield Tx("postgres", conn.cursor())
 
-    read = partialmethod(transaction, read_only=True)
-    write = partialmethod(transaction, read_only=False)
-
-    @contextmanager
-    def autocommit(self) -> Iterator[Tx]:
+    def each(self, fn: Callable[[Tx], T]) -> T:
+        """``fn(tx)`` in a write transaction committed before this returns, or raising."""
         with self._errors(), self._pool.connection() as conn:
-            conn.autocommit = True
-            try:
-                yield Tx("postgres", conn.cursor())
-            finally:
-                conn.autocommit = False
+            conn.isolation_level, conn.read_only = None, False
+            return fn(Tx("postgres", conn.cursor()))
+
+    def vacuum(self) -> None:
+        with self._errors(), self._psycopg.connect(self._url, autocommit=True) as conn:
+            conn.execute("VACUUM")  # on a connection of its own: it may take long
 
     def close(self) -> None:
         self._pool.close()

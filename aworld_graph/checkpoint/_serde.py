@@ -32,19 +32,8 @@ from typing import Any
 
 import ormsgpack
 import pydantic
+from langgraph.checkpoint.serde import jsonplus as jp
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_METHODS, SAFE_MSGPACK_TYPES
-from langgraph.checkpoint.serde.jsonplus import (
-    EXT_CONSTRUCTOR_KW_ARGS,
-    EXT_CONSTRUCTOR_POS_ARGS,
-    EXT_CONSTRUCTOR_SINGLE_ARG,
-    EXT_DELTA_SNAPSHOT,
-    EXT_METHOD_SINGLE_ARG,
-    EXT_NUMPY_ARRAY,
-    EXT_PYDANTIC_V1,
-    EXT_PYDANTIC_V2,
-    JsonPlusSerializer,
-)
-from langgraph.checkpoint.serde.jsonplus import _option as _OPTIONS
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from ..errors import DefinitionError, UnsafeCheckpointValue
@@ -55,12 +44,12 @@ __all__ = ["StrictSerializer"]
 logger = logging.getLogger(__name__)
 
 _TYPED_CODES = {
-    EXT_CONSTRUCTOR_SINGLE_ARG,
-    EXT_CONSTRUCTOR_POS_ARGS,
-    EXT_CONSTRUCTOR_KW_ARGS,
-    EXT_METHOD_SINGLE_ARG,
-    EXT_PYDANTIC_V1,
-    EXT_PYDANTIC_V2,
+    jp.EXT_CONSTRUCTOR_SINGLE_ARG,
+    jp.EXT_CONSTRUCTOR_POS_ARGS,
+    jp.EXT_CONSTRUCTOR_KW_ARGS,
+    jp.EXT_METHOD_SINGLE_ARG,
+    jp.EXT_PYDANTIC_V1,
+    jp.EXT_PYDANTIC_V2,
 }
 _INTERNAL_PACKAGES = ("langgraph", "langchain")
 """Top-level package names (and ``langchain_*``) whose types only (a) or (b) admit."""
@@ -88,7 +77,7 @@ def _unpackb(data: bytes, hook: Callable[[int, bytes], Any] | None = None) -> An
     return ormsgpack.unpackb(data, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
 
 
-class StrictSerializer(JsonPlusSerializer):
+class StrictSerializer(jp.JsonPlusSerializer):
     """LangGraph's msgpack encoding without pickle, reading back only the types the module's
     rule trusts; ``allowed_types``: classes or ``(module, name)`` pairs trusted besides."""
 
@@ -111,7 +100,7 @@ class StrictSerializer(JsonPlusSerializer):
             return super().dumps_typed(obj)
         # plain data packs to the same bytes without LangGraph's `default` hook
         with contextlib.suppress(ormsgpack.MsgpackEncodeError, TypeError):
-            return "msgpack", ormsgpack.packb(obj, option=_OPTIONS)
+            return "msgpack", ormsgpack.packb(obj, option=jp._option)
         try:
             type_, data = super().dumps_typed(obj)
         except (ormsgpack.MsgpackEncodeError, TypeError) as exc:
@@ -170,7 +159,7 @@ class StrictSerializer(JsonPlusSerializer):
         self, code: int, data: bytes, hook: Callable[[int, bytes], Any], build: bool
     ) -> Any:
         """One extension value, rebuilt (``build``) only if the rule allows its type."""
-        if code == EXT_DELTA_SNAPSHOT:
+        if code == jp.EXT_DELTA_SNAPSHOT:
             inner = _unpackb(data, hook)
             return _DeltaSnapshot(inner) if build else None
         if code == EXT_STORED_TEXT:
@@ -179,24 +168,27 @@ class StrictSerializer(JsonPlusSerializer):
             return _untyped(code, data) if build else None
         tup = _unpackb(data, hook)
         module, name, arg = str(tup[0]), str(tup[1]), tup[2]
-        target = self._target(module, name, str(tup[3]) if code == EXT_METHOD_SINGLE_ARG else None)
+        method = str(tup[3]) if code == jp.EXT_METHOD_SINGLE_ARG else None
+        target = self._target(module, name, method)
         if not build:
             return None
         try:
-            if code == EXT_CONSTRUCTOR_SINGLE_ARG:
+            if code == jp.EXT_CONSTRUCTOR_SINGLE_ARG:
                 return target(arg)
-            if code == EXT_CONSTRUCTOR_POS_ARGS:
+            if code == jp.EXT_CONSTRUCTOR_POS_ARGS:
                 if (module, name) == ("langgraph.types", "Send") and len(arg) == 3:
                     return target(arg[0], arg[1], timeout=arg[2])
                 return target(*arg)
-            if code == EXT_CONSTRUCTOR_KW_ARGS:
+            if code == jp.EXT_CONSTRUCTOR_KW_ARGS:
                 return target(**arg)
-            if code == EXT_METHOD_SINGLE_ARG:
+            if code == jp.EXT_METHOD_SINGLE_ARG:
                 return getattr(target, tup[3])(arg)
             try:
                 return target(**arg)
             except Exception:  # pydantic: keep the fields even if validation changed since
-                construct = target.construct if code == EXT_PYDANTIC_V1 else target.model_construct
+                construct = (
+                    target.construct if code == jp.EXT_PYDANTIC_V1 else target.model_construct
+                )
                 return construct(**arg)
         except Exception as exc:
             logger.warning(_NOT_REBUILT, module, name, type(exc).__name__, exc)
@@ -245,7 +237,7 @@ class StrictSerializer(JsonPlusSerializer):
 
 def _untyped(code: int, data: bytes) -> Any:
     """A numpy array (dtype, shape and buffer: data only, as LangGraph reads it), or refuse."""
-    if code != EXT_NUMPY_ARRAY:
+    if code != jp.EXT_NUMPY_ARRAY:
         raise UnsafeCheckpointValue(
             f"refused a checkpoint value with msgpack extension code {code}: this version "
             "does not know it (written by a newer LangGraph, or tampered with). Upgrade "

@@ -115,8 +115,6 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     def __repr__(self) -> str:
         return f"TrajectorySaver({str(self.path or self.label)!r}, durability={self.durability!r})"
 
-    # -- lifecycle -------------------------------------------------------------------------
-
     def _database(self) -> Any:
         with self._guard:
             if self._db is None:
@@ -133,31 +131,34 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             with db.read() as tx:
                 self._version = _schema.schema_version(tx, db.label)
             if self._version is None:  # a new store: its tables are made on first use
-                with self._writing():
-                    pass
+                self._write(lambda tx: None)
         with db.read() as tx, decoding(db.label), reading_texts(tx, db.label):
             yield tx
 
     def _admit(self, tx: Tx, thread_id: str, lease: Any) -> None:
         _lease.admit(tx, thread_id, self._me, thread_id in self._held, self.lease_seconds, lease)
 
-    @contextmanager
-    def _writing(self) -> Iterator[Tx]:
-        """A write transaction on this schema (a store of an older one is migrated first)."""
+    def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(tx, *args)`` in a write transaction on this schema (a store of an older one is
+        migrated first), committed before this returns (SQLite: maybe with other threads')."""
         db = self._database()
-        with db.write() as tx, reading_texts(tx, db.label):
-            if self._version != _schema.SCHEMA_VERSION:
-                _schema.upgrade(tx, self.serde, db.label)
-            yield tx
+
+        def job(tx: Tx) -> T:
+            with reading_texts(tx, db.label):
+                if self._version != _schema.SCHEMA_VERSION:
+                    _schema.upgrade(tx, self.serde, db.label)
+                return fn(tx, *args)
+
+        result: T = db.each(job)
         self._version = _schema.SCHEMA_VERSION
+        return result
 
     def migrate(self) -> bool:
         """Bring an older store to this schema now (it also happens on the first write);
         ``True`` when there was something to do."""
         with self._reading() as tx:
             before = _schema.schema_version(tx, self.label)
-        with self._writing():
-            pass
+        self._write(lambda tx: None)
         return before is not None and before < _schema.SCHEMA_VERSION
 
     def close(self) -> None:
@@ -167,8 +168,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         if db is None:
             return
         for thread_id in list(self._held):
-            with db.write() as tx:
-                _lease.release(tx, thread_id, self._me)
+            db.each(lambda tx, t=thread_id: _lease.release(tx, t, self._me))
         self._held.clear()
         db.close()
 
@@ -183,8 +183,6 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(self.close)
-
-    # -- one writer per thread -------------------------------------------------------------
 
     @contextmanager
     def hold(self, thread_id: str) -> Iterator[None]:
@@ -201,13 +199,11 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
                 )
             self._held[thread_id] = threading.Event()
         try:
-            with self._writing() as tx:
-                _lease.acquire(tx, thread_id, self._me, self.lease_seconds)
+            self._write(_lease.acquire, thread_id, self._me, self.lease_seconds)
             try:
                 yield
             finally:
-                with self._writing() as tx:
-                    _lease.release(tx, thread_id, self._me)
+                self._write(_lease.release, thread_id, self._me)
         finally:  # released first: a run waiting here then takes the lease afresh
             self._held.pop(thread_id).set()
 
@@ -230,8 +226,6 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             yield
         finally:  # hold's own cleanup is the same with or without an exception
             await asyncio.to_thread(held.__exit__, None, None, None)
-
-    # -- reading ---------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (the latest of its thread without an id)."""
@@ -295,8 +289,6 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         while (item := await asyncio.to_thread(next, pages, done)) is not done:
             yield item  # type: ignore[misc]
 
-    # -- writing ---------------------------------------------------------------------------
-
     def put(
         self,
         config: RunnableConfig,
@@ -306,8 +298,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store a checkpoint (committed before this returns); only new_versions get value rows."""
         record = prepare_put(self.serde, config, checkpoint, metadata, new_versions)
-        with self._writing() as tx:
-            store_put(tx, record, self._unpack, self.snapshot_every, self._admit)
+        self._write(store_put, record, self._unpack, self.snapshot_every, self._admit)
         return config_of(record.thread_id, record.ns, record.checkpoint_id)
 
     def put_writes(
@@ -320,8 +311,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """Store a task's pending writes for the checkpoint in ``config``; committed before
         this returns. Special channels (error, interrupt) overwrite, others are kept."""
         record = prepare_writes(self.serde, config, writes, task_id, task_path)
-        with self._writing() as tx:
-            store_writes(tx, record, self._unpack, self._admit)
+        self._write(store_writes, record, self._unpack, self._admit)
 
     aput = _in_thread(put)
     aput_writes = _in_thread(put_writes)
@@ -332,24 +322,18 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         number = int(current.split(".", 1)[0]) if isinstance(current, str) else int(current or 0)
         return f"{number + 1:012d}.{random.getrandbits(32):08x}"
 
-    # -- deleting, copying, pruning ------------------------------------------------------
-
-    def _retain(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        with self._writing() as tx:
-            return fn(tx, *args, **kwargs)
-
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write, value and trajectory row of ``thread_id``."""
-        self._retain(_retention.delete_threads, [str(thread_id)])
+        self._write(_retention.delete_threads, [str(thread_id)])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata ``run_id`` is listed."""
         if ids := [str(r) for r in run_ids]:
-            self._retain(_retention.delete_runs, self._unpack, ids)
+            self._write(_retention.delete_runs, self._unpack, ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy all of ``source_thread_id`` (checkpoints, writes, values) to another thread."""
-        self._retain(_retention.copy_thread, str(source_thread_id), str(target_thread_id))
+        self._write(_retention.copy_thread, str(source_thread_id), str(target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: keep each namespace's newest checkpoint; ``delete``: drop all."""
@@ -357,7 +341,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
             raise ConfigError(f"prune(strategy={strategy!r}): use 'keep_latest' or 'delete'")
         ids = [str(t) for t in thread_ids]
         if ids and strategy == "delete":
-            self._retain(_retention.delete_threads, ids)
+            self._write(_retention.delete_threads, ids)
         elif ids:
             self.prune_keep_last(1, ids)
 
@@ -366,7 +350,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         returns the number of checkpoints deleted."""
         if keep < 1:
             raise ConfigError(f"prune_keep_last(keep={keep}): keep at least 1 checkpoint")
-        return self._retain(_retention.prune, self._unpack, thread_ids, keep, None)
+        return self._write(_retention.prune, self._unpack, thread_ids, keep, None)
 
     def prune_older_than(
         self,
@@ -380,14 +364,11 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         Returns the number of checkpoints deleted."""
         delta = age if isinstance(age, timedelta) else timedelta(days=float(age))
         cutoff = (datetime.now(UTC) - delta).isoformat()
-        return self._retain(_retention.prune, self._unpack, thread_ids, int(keep_latest), cutoff)
+        return self._write(_retention.prune, self._unpack, thread_ids, int(keep_latest), cutoff)
 
     def vacuum(self) -> None:
         """Compact the store (``VACUUM``; on SQLite the write-ahead log is truncated too)."""
-        with self._database().autocommit() as tx:
-            tx.run("VACUUM")
-            if tx.dialect == "sqlite":
-                tx.run("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._database().vacuum()
 
     adelete_thread = _in_thread(delete_thread)
     adelete_for_runs = _in_thread(delete_for_runs)
