@@ -100,7 +100,8 @@ class SqliteDatabase:
         self.path = path
         self.label = str(path)
         self._sync = "FULL" if durability == "full" else "NORMAL"
-        self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        # the one used last comes first: its page cache is still good unless another wrote
+        self._idle: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
         self._lock = threading.Lock()  # held by the thread running a transaction
         self._lock_fd: int | None = None
         self._lock_pid = 0  # a forked child shares its parent's open file: its own then

@@ -149,3 +149,18 @@ def test_many_threads_putting_at_once_all_commit(tmp_path: Path) -> None:
         stored = list(saver.list({"configurable": {"thread_id": f"t{i}"}}))
         assert [t.metadata["step"] for t in stored] == [4, 3, 2, 1, 0]
     saver.close()
+
+
+def test_the_connection_used_last_is_handed_out_next(db: SqliteDatabase) -> None:
+    """SQLite drops a connection's page cache when another connection has written since it
+    last read: the pool hands out the connection given back last (one that went through
+    every pooled connection in turn found each one's cache stale)."""
+    with db.read() as a, db.read() as b:  # two connections in the pool
+        first, second = a._cursor, b._cursor
+    assert first is not second
+    with db.read() as tx:  # given back last, so handed out first
+        assert tx._cursor is first
+    db.each(_insert("after"))
+    with db.read() as tx:  # the write used it, and gave it back
+        assert tx._cursor is first
+        assert tx.all("SELECT k FROM t") == [("after",)]
