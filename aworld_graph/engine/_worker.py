@@ -72,8 +72,8 @@ class Worker:
 
         # each run, as it ends, lands in `ended` (asyncio.wait over the runs still going
         # would look at every one of them each time one ends: a chunk of 2,000 spent a fifth
-        # of the worker's loop there), and is let go once sent (a chunk's responses kept to
-        # its end made each garbage collection dearer, a large batch slower a task)
+        # of the worker's loop there), and is let go once sent (kept, a chunk's responses
+        # make every garbage collection dearer as the chunk goes on)
         ended: asyncio.Queue[asyncio.Future[dict[str, Any]]] = asyncio.Queue()
         pending = {asyncio.ensure_future(one(spec)) for spec in specs}
         for job in pending:
