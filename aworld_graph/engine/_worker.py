@@ -71,9 +71,8 @@ class Worker:
                 return await self.run(spec, store)
 
         # each run, as it ends, lands in `ended` (asyncio.wait over the runs still going
-        # would look at every one of them each time one ends: a chunk of 2,000 spent a fifth
-        # of the worker's loop there), and is let go once sent (kept, a chunk's responses
-        # make every garbage collection dearer as the chunk goes on)
+        # would look at every one of them each time one ends, quadratic in the chunk), and is
+        # let go once sent (kept, a chunk's responses make each garbage collection dearer)
         ended: asyncio.Queue[asyncio.Future[dict[str, Any]]] = asyncio.Queue()
         pending = {asyncio.ensure_future(one(spec)) for spec in specs}
         for job in pending:
