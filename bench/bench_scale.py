@@ -112,16 +112,20 @@ def _two_processes(n: int, latency: float, db: Path, tag: str) -> dict[str, Any]
 
     TrajectorySaver(db).migrate()  # the tables exist before both open the file
     ctx = multiprocessing.get_context("spawn")
-    ready, results = ctx.Barrier(2), ctx.Queue()
+    ready, results = ctx.Barrier(2, timeout=300), ctx.Queue()
     procs = [
         ctx.Process(target=_half, args=(str(db), f"{tag}-{k}", n // 2, latency, ready, results))
         for k in range(2)
     ]
-    for proc in procs:
-        proc.start()
-    done = [results.get(timeout=600) for _ in procs]
-    for proc in procs:
-        proc.join()
+    try:
+        for proc in procs:
+            proc.start()
+        done = [results.get(timeout=600) for _ in procs]
+    finally:  # a half that failed leaves no process behind
+        for proc in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
     return {"wall": max(w for w, _ in done), "driver": sum(c for _, c in done), "workers": []}
 
 
