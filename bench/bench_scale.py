@@ -64,10 +64,14 @@ def _worker_pids() -> list[int]:
     return [pid for pool in _pools.values() for pid in pool.pids]
 
 
+def _tasks(n: int, latency: float, tag: str) -> list[Task]:
+    return [Task(input=f"{latency} task {i}", agent=app.agent, id=f"{tag}-{i}") for i in range(n)]
+
+
 async def _batch(n: int, latency: float, conf: RunConfig, db: Path, tag: str) -> dict[str, Any]:
     """One batch: its wall time and the CPU seconds of this process and of the workers."""
     saver = TrajectorySaver(db)
-    tasks = [Task(input=f"{latency} task {i}", agent=app.agent, id=f"{tag}-{i}") for i in range(n)]
+    tasks = _tasks(n, latency, tag)
     workers = _worker_pids() if conf.engine_name == "ray" else []
     before, own = _cpu_seconds(workers), time.process_time()
     started = time.perf_counter()
@@ -86,15 +90,11 @@ async def _batch(n: int, latency: float, conf: RunConfig, db: Path, tag: str) ->
 
 
 def _half(db: str, tag: str, n: int, latency: float, ready: Any, results: Any) -> None:
-    """One of the two plain processes: a warm-up, then its half of the batch at the signal."""
-    sys.path.insert(0, str(ROOT))
-    half = importlib.import_module("bench._scale_app")
+    """One of the two plain processes (this module imported afresh: ``app`` is there): a
+    warm-up, then its half of the batch at the signal."""
 
     async def batch(saver: TrajectorySaver, prefix: str, count: int) -> None:
-        tasks = [
-            Task(input=f"{latency} task {i}", agent=half.agent, id=f"{prefix}-{i}")
-            for i in range(count)
-        ]
+        tasks = _tasks(count, latency, prefix)
         await Runners.run_task(tasks, checkpointer=saver, run_conf=RunConfig(max_concurrency=8))
 
     asyncio.run(batch(TrajectorySaver(f"{db}.warm-{tag}"), f"warm-{tag}", 20))
