@@ -12,6 +12,8 @@ back from the store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import os
 import socket
 import sys
@@ -33,7 +35,8 @@ streaming call; inferred from the figures below), far more than the response its
 on 2 cores, 1,000 one-call tasks: the driver's share per task 0.7 ms with one message per run,
 0.4-0.7 ms at 20 ms, 0.1-0.3 ms at 0.2 s, and the batch 10 % faster than at 20 ms (median
 of 12 paired rounds). A response is final when it is sent; this only delays it (and the
-progress bar) by at most this long, small next to a model call."""
+progress bar) by at most this long, small next to a model call, and not at all once every
+run of the chunk has ended."""
 
 
 class Worker:
@@ -76,14 +79,23 @@ class Worker:
         # would look at every one of them each time one ends, quadratic in the chunk), and is
         # let go once sent (kept, a chunk's responses make each garbage collection dearer)
         ended: asyncio.Queue[asyncio.Future[dict[str, Any]]] = asyncio.Queue()
+        every_run_ended = asyncio.Event()  # then nothing is left to wait for
         pending = {asyncio.ensure_future(one(spec)) for spec in specs}
+        counted = itertools.count(1)
+
+        def landed(job: asyncio.Future[dict[str, Any]]) -> None:
+            ended.put_nowait(job)
+            if next(counted) == len(specs):
+                every_run_ended.set()
+
         for job in pending:
-            job.add_done_callback(ended.put_nowait)
+            job.add_done_callback(landed)
         try:
             while pending:
                 done = [await ended.get()]
                 if len(pending) > 1:  # the runs that end in the next moment travel with it
-                    await asyncio.sleep(GATHER_S)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(every_run_ended.wait(), GATHER_S)
                 while not ended.empty():
                     done.append(ended.get_nowait())
                 pending.difference_update(done)
