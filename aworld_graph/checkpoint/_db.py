@@ -1,12 +1,13 @@
 """Where checkpoints live: a SQLite file or a PostgreSQL database, behind one small interface:
 :class:`Tx` inside a database's ``read()``, or given to ``each(fn)`` (one write transaction,
-committed before ``each`` returns, or rolled back). SQLite: ``BEGIN IMMEDIATE`` on a pooled
-connection in WAL mode, one writer at a time (the writes of threads that wait meanwhile
-commit together next); PostgreSQL: a psycopg 3 pool, writers at once.
+committed before ``each`` returns, or rolled back; ``aeach`` for an event loop). SQLite:
+``BEGIN IMMEDIATE`` on a pooled connection in WAL mode, one writer at a time (the writes
+asked for meanwhile commit together next); PostgreSQL: a psycopg 3 pool, writers at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import queue
@@ -40,6 +41,7 @@ AT_CHECKPOINT = "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 Unpack = Callable[[bytes], Any]
 """Decodes a stored msgpack value (the saver's serializer)."""
 BUSY_TIMEOUT_S = 60.0
+HANDOVER_S = 0.05
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _CORRUPT = ("not a database", "malformed", "encrypted", "Could not decode")  # not a sound file
 
@@ -107,20 +109,25 @@ class SqliteDatabase:
         self._lock_pid = 0  # a forked child shares its parent's open file: its own then
         self._waiting: deque[_Job] = deque()  # for the next group (a deque: thread-safe)
 
-    @contextmanager
-    def _writer(self) -> Iterator[None]:
-        """Every process's writers one at a time (this one's hold ``self._lock``): a ``flock`` on
-        ``<file>-lock``, whose waiter the kernel wakes at once (SQLite's busy handler sleeps
-        1-100 ms between tries: two processes writing one file idled a third of the time)."""
+    def _lock_file(self) -> int:
+        """``<file>-lock``, which every process's writers ``flock`` one at a time (this one's
+        hold ``self._lock`` first): the kernel wakes a waiter at once (SQLite's busy handler
+        sleeps 1-100 ms between tries: two processes writing one file idled a third of the time)."""
         if self._lock_fd is None or self._lock_pid != os.getpid():
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._lock_fd = os.open(f"{self.path}-lock", os.O_RDWR | os.O_CREAT, 0o644)
             self._lock_pid = os.getpid()
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        return self._lock_fd
+
+    @contextmanager
+    def _writer(self, taken: bool = False) -> Iterator[None]:
+        """The file's lock (``taken``: already), let go when the block ends."""
+        if not taken:
+            fcntl.flock(self._lock_file(), fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)  # type: ignore[arg-type]
 
     @property
     def read_only(self) -> bool:
@@ -156,17 +163,89 @@ class SqliteDatabase:
         commit: writes asked for while a transaction runs go in the next, in order, each in a
         savepoint (one that raises is undone alone; a failed transaction raises in each)."""
         self._waiting.append(job := _Job(fn))
-        with self._lock:  # the transaction before has ended: this job's turn, or it is done
-            if not job.done:
-                self._commit([self._waiting.popleft() for _ in range(len(self._waiting))])
+        self._lock.acquire()  # the transaction before has ended: commit what waits, this too
+        self._drain()
+        return self._outcome(job)  # type: ignore[no-any-return]
+
+    async def aeach(self, fn: Callable[[Tx], T]) -> T:
+        """:meth:`each` for an event loop, whose thread no write blocks: the write waits on a
+        future (not in a thread). While the file is free its group commits here at once (it
+        holds the loop for the commit, a fraction of a millisecond); else a thread waits for
+        the file and hands the group back to this loop. Cancelled, the write still commits."""
+        loop = asyncio.get_running_loop()
+        self._waiting.append(job := _Job(fn, loop, future := loop.create_future()))
+        self._start(loop)
+        await future
+        return self._outcome(job)  # type: ignore[no-any-return]
+
+    def _outcome(self, job: _Job) -> Any:
         with self._errors(writes=True):  # as a write failing here would say (in this thread)
             if job.error is not None:
                 raise job.error
-        return job.result  # type: ignore[no-any-return]
+        return job.result
 
-    def _commit(self, group: list[_Job]) -> None:
+    def _drain(self, taken: bool = False) -> None:
+        """(Holding ``self._lock``.) Commit what waits, a group at a time, and let
+        ``self._lock`` go: taken again if a write came meanwhile that nobody took."""
+        while True:
+            try:
+                while self._waiting or taken:
+                    self._commit(
+                        [self._waiting.popleft() for _ in range(len(self._waiting))], taken
+                    )
+                    taken = False
+            finally:
+                self._lock.release()
+            if not self._waiting or not self._lock.acquire(blocking=False):
+                return
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """(In ``loop``.) Unless this process commits already, commit what waits: here if the
+        file's lock is free, else once a thread has waited for it (:meth:`_handover`)."""
+        while self._waiting and self._lock.acquire(blocking=False):
+            try:  # no lock file (a read-only folder): the thread's commit says so
+                fcntl.flock(self._lock_file(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return _thread(self._handover, loop)
+            self._commit_here()
+
+    def _commit_here(self) -> None:
+        """(Holding both locks, in a loop.) Commit what waits; SQLite's own lock taken (by a
+        program not using ``<file>-lock``): a thread waits for it instead."""
+        group = [self._waiting.popleft() for _ in range(len(self._waiting))]
+        if self._commit(group, taken=True, wait=False):
+            self._lock.release()
+        else:
+            self._waiting.extendleft(reversed(group))
+            _thread(self._drain)
+
+    def _handover(self, loop: asyncio.AbstractEventLoop) -> None:
+        """(A thread holding ``self._lock``.) Wait for the file's lock, then let ``loop``
+        commit: its thread does not wait for the GIL at every statement, as this one would
+        behind the busy loop. A loop that has not begun to within ``HANDOVER_S`` (closed, or
+        blocked, say in a sync write of its own) leaves the commit to this thread."""
         try:
-            with self._session("BEGIN IMMEDIATE") as tx:
+            fcntl.flock(self._lock_file(), fcntl.LOCK_EX)
+        except OSError:
+            return self._drain()  # its commit fails each write with the error, named
+        claim, claimed = threading.Lock(), threading.Event()
+
+        def on_loop() -> None:
+            if claim.acquire(blocking=False):
+                claimed.set()
+                self._commit_here()
+                self._start(loop)
+
+        with suppress(RuntimeError):  # closed
+            loop.call_soon_threadsafe(on_loop)
+        if not claimed.wait(HANDOVER_S) and claim.acquire(blocking=False):
+            self._drain(taken=True)
+
+    def _commit(self, group: list[_Job], taken: bool = False, wait: bool = True) -> bool:
+        """Commit ``group`` (``taken``: the file's lock is held already; let go after);
+        ``False``, with nothing done, if not ``wait`` and SQLite's lock is taken."""
+        try:
+            with self._session("BEGIN IMMEDIATE", taken, wait) as tx:
                 for job in group:
                     tx.run("SAVEPOINT job")
                     try:
@@ -175,11 +254,17 @@ class SqliteDatabase:
                         job.error = exc
                         tx.run("ROLLBACK TO job")
                     tx.run("RELEASE job")
+        except _Busy:
+            return False
         except BaseException as exc:  # nothing of the group is stored
             for job in group:
                 job.error = job.error or exc
         for job in group:
             job.done = True
+            if job.future is not None:
+                with suppress(RuntimeError):  # its loop has closed: nobody waits
+                    job.loop.call_soon_threadsafe(_settle, job.future)  # type: ignore[union-attr]
+        return True
 
     def vacuum(self) -> None:
         """``VACUUM`` (outside any transaction), then the write-ahead log truncated."""
@@ -188,14 +273,25 @@ class SqliteDatabase:
             tx.run("PRAGMA wal_checkpoint(TRUNCATE)")
 
     @contextmanager
-    def _session(self, begin: str | None) -> Iterator[Tx]:
+    def _session(self, begin: str | None, taken: bool = False, wait: bool = True) -> Iterator[Tx]:
         writes = begin != "BEGIN"
-        with self._errors(writes), self._writer() if writes else nullcontext():
+        with self._errors(writes), self._writer(taken) if writes else nullcontext():
             try:
                 conn = self._idle.get_nowait()
             except queue.Empty:
                 conn = self._connect()
-            if begin:
+            if begin and not wait:  # SQLite's busy handler would block the event loop
+                conn.execute("PRAGMA busy_timeout = 0")
+                try:
+                    conn.execute(begin)
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc):
+                        raise
+                    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+                    self._idle.put(conn)
+                    raise _Busy from None
+                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            elif begin:
                 conn.execute(begin)
             with conn:  # commits when the block ends, rolls back if it raises
                 yield Tx("sqlite", conn)
@@ -244,12 +340,28 @@ class SqliteDatabase:
 
 @dataclass(slots=True)
 class _Job:
-    """A write waiting for its group's transaction, then what it gave."""
+    """A write waiting for its group's transaction, then what it gave (an async one's
+    ``future`` is set on its loop once it is done)."""
 
     fn: Callable[[Tx], Any]
+    loop: asyncio.AbstractEventLoop | None = None
+    future: asyncio.Future[None] | None = None
     result: Any = None
     error: BaseException | None = None
     done: bool = False
+
+
+class _Busy(Exception):
+    """SQLite's write lock is taken (raised only where nothing has been done yet)."""
+
+
+def _thread(target: Callable[..., None], *args: Any) -> None:
+    threading.Thread(target=target, args=args, name="aworld-graph-write", daemon=True).start()
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():  # not cancelled
+        future.set_result(None)
 
 
 @lru_cache(maxsize=512)
@@ -320,6 +432,9 @@ class PostgresDatabase:
         with self._errors(), self._pool.connection() as conn:
             conn.isolation_level, conn.read_only = None, False
             return fn(Tx("postgres", conn.cursor()))
+
+    async def aeach(self, fn: Callable[[Tx], T]) -> T:
+        return await asyncio.to_thread(self.each, fn)  # a pooled connection, in a thread
 
     def vacuum(self) -> None:
         with self._errors(), self._psycopg.connect(self._url, autocommit=True) as conn:

@@ -140,18 +140,27 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
 
     def _write(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(tx, *args)`` in a write transaction on this schema (a store of an older one is
-        migrated first), committed before this returns (SQLite: maybe with other threads')."""
+        migrated first), committed before this returns (SQLite: maybe with other writes)."""
         db = self._database()
+        result: T = db.each(self._job(db, fn, args))
+        self._version = _schema.SCHEMA_VERSION
+        return result
 
+    async def _awrite(self, fn: Callable[..., T], *args: Any) -> T:
+        """Async :meth:`_write`: the event loop is not blocked while the write waits."""
+        db = self._database()
+        result: T = await db.aeach(self._job(db, fn, args))
+        self._version = _schema.SCHEMA_VERSION
+        return result
+
+    def _job(self, db: Any, fn: Callable[..., T], args: tuple[Any, ...]) -> Callable[[Tx], T]:
         def job(tx: Tx) -> T:
             with reading_texts(tx, db.label):
                 if self._version != _schema.SCHEMA_VERSION:
                     _schema.upgrade(tx, self.serde, db.label)
                 return fn(tx, *args)
 
-        result: T = db.each(job)
-        self._version = _schema.SCHEMA_VERSION
-        return result
+        return job
 
     def migrate(self) -> bool:
         """Bring an older store to this schema now (it also happens on the first write);
@@ -212,20 +221,21 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """Async :meth:`hold`. A run of the thread by this saver in progress is waited for
         (in-process runs of one thread queue, as LangGraph's ``enqueue``); another process
         or saver holding it raises :class:`~aworld_graph.errors.ThreadBusy` at once."""
+        thread_id = str(thread_id)
         while True:
-            held = self.hold(thread_id)
-            try:
-                await asyncio.to_thread(held.__enter__)
-                break
-            except ThreadBusy as exc:
-                if exc.holder != self._me:
-                    raise
-                if (ends := self._held.get(str(thread_id))) is not None:
-                    await asyncio.to_thread(ends.wait)
+            with self._guard:
+                if (ends := self._held.get(thread_id)) is None:
+                    self._held[thread_id] = threading.Event()
+                    break
+            await asyncio.to_thread(ends.wait)
         try:
-            yield
-        finally:  # hold's own cleanup is the same with or without an exception
-            await asyncio.to_thread(held.__exit__, None, None, None)
+            await self._awrite(_lease.acquire, thread_id, self._me, self.lease_seconds)
+            try:
+                yield
+            finally:
+                await self._awrite(_lease.release, thread_id, self._me)
+        finally:  # released first: a run waiting here then takes the lease afresh
+            self._held.pop(thread_id).set()
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (the latest of its thread without an id)."""
@@ -313,8 +323,32 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         record = prepare_writes(self.serde, config, writes, task_id, task_path)
         self._write(store_writes, record, self._unpack, self._admit)
 
-    aput = _in_thread(put)
-    aput_writes = _in_thread(put_writes)
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async :meth:`put` (a subclass's own ``put`` runs in a worker thread)."""
+        if type(self).put is not TrajectorySaver.put:
+            return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        record = prepare_put(self.serde, config, checkpoint, metadata, new_versions)
+        await self._awrite(store_put, record, self._unpack, self.snapshot_every, self._admit)
+        return config_of(record.thread_id, record.ns, record.checkpoint_id)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async :meth:`put_writes` (a subclass's own ``put_writes`` runs in a worker thread)."""
+        if type(self).put_writes is not TrajectorySaver.put_writes:
+            return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+        record = prepare_writes(self.serde, config, writes, task_id, task_path)
+        await self._awrite(store_writes, record, self._unpack, self._admit)
 
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
         """``"<12-digit counter>.<8 random hex>"``: increasing, distinct across forks (both
