@@ -46,7 +46,16 @@ if ! command -v initdb >/dev/null 2>&1 && ! compgen -G '/usr/lib/postgresql/*/bi
     apt_install postgresql
 fi
 
+LLAMA_PORTABLE="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+
 # torch first, pinned: the CPU wheel of 2.13.0 is what this machine kind provides; letting a
 # dependency pull torch would fetch a multi-GB CUDA build.
 PIP_ROOT_USER_ACTION=ignore python -m pip install -q "torch==2.13.0"
+# llama.cpp builds for this CPU by default (-march=native); on a virtual machine whose CPU
+# reports AMX and AVX-512 it cannot run, the model server died of an illegal instruction at
+# the first completion (seen 2026-12-02). This portable AVX2 build runs on any x86-64 here.
+if [ "$(uname -m)" = x86_64 ]; then
+    export CMAKE_ARGS="${CMAKE_ARGS:-$LLAMA_PORTABLE}"
+fi
 PIP_ROOT_USER_ACTION=ignore python -m pip install -q -e ".[dev,local,train,ray]"
