@@ -206,7 +206,7 @@ class SqliteDatabase:
             try:  # no lock file (a read-only folder): the thread's commit says so
                 fcntl.flock(self._lock_file(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                return _thread(self._handover, loop)
+                return self._in_thread(self._handover, loop)
             self._commit_here()
 
     def _commit_here(self) -> None:
@@ -217,7 +217,17 @@ class SqliteDatabase:
             self._lock.release()
         else:
             self._waiting.extendleft(reversed(group))
-            _thread(self._drain)
+            self._in_thread(self._drain)
+
+    def _in_thread(self, target: Callable[..., None], *args: Any) -> None:
+        """``target(*args)`` in a thread of its own, holding ``self._lock``; if no thread can
+        start (the interpreter exiting), what waits is committed here."""
+        try:
+            threading.Thread(
+                target=target, args=args, name="aworld-graph-write", daemon=True
+            ).start()
+        except RuntimeError:
+            self._drain()
 
     def _handover(self, loop: asyncio.AbstractEventLoop) -> None:
         """(A thread holding ``self._lock``.) Wait for the file's lock, then let ``loop``
@@ -236,9 +246,14 @@ class SqliteDatabase:
                 self._commit_here()
                 self._start(loop)
 
-        with suppress(RuntimeError):  # closed
+        try:
             loop.call_soon_threadsafe(on_loop)
-        if not claimed.wait(HANDOVER_S) and claim.acquire(blocking=False):
+        except RuntimeError:  # closed
+            pass
+        else:
+            if claimed.wait(HANDOVER_S):
+                return
+        if claim.acquire(blocking=False):
             self._drain(taken=True)
 
     def _commit(self, group: list[_Job], taken: bool = False, wait: bool = True) -> bool:
@@ -268,9 +283,13 @@ class SqliteDatabase:
 
     def vacuum(self) -> None:
         """``VACUUM`` (outside any transaction), then the write-ahead log truncated."""
-        with self._lock, self._session(None) as tx:
-            tx.run("VACUUM")
-            tx.run("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._lock.acquire()
+        try:
+            with self._session(None) as tx:
+                tx.run("VACUUM")
+                tx.run("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            self._drain()  # the writes that came meanwhile
 
     @contextmanager
     def _session(self, begin: str | None, taken: bool = False, wait: bool = True) -> Iterator[Tx]:
@@ -279,6 +298,8 @@ class SqliteDatabase:
             try:
                 conn = self._idle.get_nowait()
             except queue.Empty:
+                if not wait:  # opening one may wait (for WAL mode, for the schema)
+                    raise _Busy from None
                 conn = self._connect()
             if begin and not wait:  # SQLite's busy handler would block the event loop
                 conn.execute("PRAGMA busy_timeout = 0")
@@ -332,10 +353,13 @@ class SqliteDatabase:
         with suppress(queue.Empty):
             while True:
                 self._idle.get_nowait().close()
-        with self._lock:
+        self._lock.acquire()
+        try:
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
+        finally:
+            self._drain()  # writes that came meanwhile reopen what they need
 
 
 @dataclass(slots=True)
@@ -352,11 +376,7 @@ class _Job:
 
 
 class _Busy(Exception):
-    """SQLite's write lock is taken (raised only where nothing has been done yet)."""
-
-
-def _thread(target: Callable[..., None], *args: Any) -> None:
-    threading.Thread(target=target, args=args, name="aworld-graph-write", daemon=True).start()
+    """SQLite's write lock is taken, or no connection is open (raised before anything is done)."""
 
 
 def _settle(future: asyncio.Future[None]) -> None:

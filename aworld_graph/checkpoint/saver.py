@@ -229,7 +229,11 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
                     break
             await asyncio.to_thread(ends.wait)
         try:
-            await self._awrite(_lease.acquire, thread_id, self._me, self.lease_seconds)
+            try:
+                await self._awrite(_lease.acquire, thread_id, self._me, self.lease_seconds)
+            except asyncio.CancelledError:  # the acquire still commits: give it back after
+                await asyncio.shield(self._awrite(_lease.release, thread_id, self._me))
+                raise
             try:
                 yield
             finally:

@@ -185,6 +185,13 @@ def _file_lock_taken(db: SqliteDatabase) -> Iterator[Callable[[], None]]:
         os.close(fd)
 
 
+def _until(condition: Callable[[], bool]) -> None:
+    """Wait (blocking, the loop has nothing to do meanwhile) until ``condition()``, 30 s at most."""
+    deadline = time.monotonic() + 30
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
 def _noting(key: str, seen: dict[str, Any]) -> Callable[[Tx], Any]:
     def job(tx: Tx) -> str:
         tx.run("INSERT INTO t VALUES (?)", (key,))
@@ -298,3 +305,79 @@ def test_a_write_whose_loop_closed_while_it_waited_for_the_file_commits_all_the_
     assert _keys(db) == {"orphan"}
     db.each(_insert("after"))  # neither lock was left held
     assert _keys(db) == {"orphan", "after"}
+
+
+async def test_a_new_databases_first_async_write_opens_its_connection_in_a_thread(
+    tmp_path: Path,
+) -> None:
+    fresh = SqliteDatabase(tmp_path / "fresh.db", "normal")  # no connection open yet
+    seen: dict[str, Any] = {}
+
+    def first(tx: Tx) -> None:
+        tx.run("CREATE TABLE t (k TEXT PRIMARY KEY)")
+        seen["first"] = threading.get_ident()
+
+    await fresh.aeach(first)  # opening a connection may wait (WAL mode): not on the loop
+    _until(lambda: not fresh._lock.locked())  # that thread lets go of the saver's turn
+    await fresh.aeach(_noting("next", seen))  # one is open now: committed in the loop
+    assert seen["first"] != threading.get_ident() == seen["next"][0]
+    fresh.close()
+
+
+async def test_an_async_write_asked_for_during_a_vacuum_commits_when_it_ends(
+    db: SqliteDatabase,
+) -> None:
+    with _file_lock_taken(db) as let_go:
+        vacuum = threading.Thread(target=db.vacuum)  # holds the saver's turn, waits for the file
+        vacuum.start()
+        _until(db._lock.locked)
+        pending = asyncio.create_task(db.aeach(_insert("during")))
+        await asyncio.sleep(0.05)
+        assert not pending.done()
+        let_go()
+        assert (await asyncio.wait_for(pending, 30))[0] == "during"
+        vacuum.join(30)
+    assert _keys(db) == {"during"}
+
+
+async def test_with_no_thread_to_wait_for_the_file_the_loop_commits_itself(
+    db: SqliteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _file_lock_taken(db) as let_go:
+        releaser = threading.Thread(target=lambda: (time.sleep(0.1), let_go()))
+        releaser.start()
+
+        def no_thread(self: threading.Thread) -> None:
+            raise RuntimeError("can't create new thread at interpreter shutdown")
+
+        monkeypatch.setattr(threading.Thread, "start", no_thread)
+        assert (await db.aeach(_insert("x")))[0] == "x"  # waited for the file in the loop
+        monkeypatch.undo()
+        releaser.join(30)
+    assert not db._lock.locked() and _keys(db) == {"x"}
+
+
+async def test_a_hold_cancelled_while_its_lease_waits_gives_the_lease_back(tmp_path: Path) -> None:
+    """The lease's write still commits after a cancel; the hold then gives it back, so the
+    thread is not left busy for other savers until the lease expires."""
+    saver = TrajectorySaver(tmp_path / "lease.db")
+    saver.migrate()
+    db = saver._database()
+    entered = asyncio.Event()
+
+    async def run() -> None:
+        async with saver.ahold("t1"):
+            entered.set()
+
+    with _file_lock_taken(db) as let_go:
+        task = asyncio.create_task(run())
+        await asyncio.sleep(0.05)  # its lease write waits for the file
+        task.cancel()
+        await asyncio.sleep(0)
+        let_go()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert not entered.is_set()
+    with TrajectorySaver(tmp_path / "lease.db") as other, other.hold("t1"):
+        pass  # not ThreadBusy: no lease was left behind
+    saver.close()
