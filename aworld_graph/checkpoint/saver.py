@@ -227,7 +227,8 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
                 if (ends := self._held.get(thread_id)) is None:
                     self._held[thread_id] = threading.Event()
                     break
-            await asyncio.to_thread(ends.wait)
+            while not ends.is_set():  # noqa: ASYNC110 - set by a hold in any thread or loop
+                await asyncio.sleep(0.005)  # (waiting in a thread, many queued runs took them all)
         try:
             try:
                 await self._awrite(_lease.acquire, thread_id, self._me, self.lease_seconds)

@@ -465,3 +465,15 @@ async def test_runs_of_one_thread_in_one_process_queue(target: str) -> None:
         )
         assert first.answer == second.answer == "done" and first.success and second.success
         assert len(calls) == 1
+        # more queued runs than the default executor has threads (6 on 2 cores): those that
+        # waited in a thread each took them all, and the running one could read nothing
+        many = await asyncio.wait_for(
+            asyncio.gather(
+                *(
+                    Runners.run(input="go", agent=agent, task_id="many", checkpointer=saver)
+                    for _ in range(12)
+                )
+            ),
+            60,
+        )
+        assert all(r.success for r in many) and len(calls) == 2
