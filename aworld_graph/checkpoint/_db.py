@@ -184,15 +184,16 @@ class SqliteDatabase:
                 raise job.error
         return job.result
 
+    def _take(self) -> list[_Job]:
+        return [self._waiting.popleft() for _ in range(len(self._waiting))]
+
     def _drain(self, taken: bool = False) -> None:
         """(Holding ``self._lock``.) Commit what waits, a group at a time, and let
         ``self._lock`` go: taken again if a write came meanwhile that nobody took."""
         while True:
             try:
                 while self._waiting or taken:
-                    self._commit(
-                        [self._waiting.popleft() for _ in range(len(self._waiting))], taken
-                    )
+                    self._commit(self._take(), taken)
                     taken = False
             finally:
                 self._lock.release()
@@ -212,8 +213,7 @@ class SqliteDatabase:
     def _commit_here(self) -> None:
         """(Holding both locks, in a loop.) Commit what waits; SQLite's own lock taken (by a
         program not using ``<file>-lock``): a thread waits for it instead."""
-        group = [self._waiting.popleft() for _ in range(len(self._waiting))]
-        if self._commit(group, taken=True, wait=False):
+        if self._commit(group := self._take(), taken=True, wait=False):
             self._lock.release()
         else:
             self._waiting.extendleft(reversed(group))
@@ -275,7 +275,6 @@ class SqliteDatabase:
             for job in group:
                 job.error = job.error or exc
         for job in group:
-            job.done = True
             if job.future is not None:
                 with suppress(RuntimeError):  # its loop has closed: nobody waits
                     job.loop.call_soon_threadsafe(_settle, job.future)  # type: ignore[union-attr]
@@ -372,7 +371,6 @@ class _Job:
     future: asyncio.Future[None] | None = None
     result: Any = None
     error: BaseException | None = None
-    done: bool = False
 
 
 class _Busy(Exception):
