@@ -79,7 +79,10 @@ async def llm_step(
     prompt += demo_messages(tools.agent.demos)
     prompt += render_as_text(conversation) if text_mode else conversation
     specs = await tools.specs()
-    offer = bool(specs) and not (text_mode and tool_used_this_turn(conversation))
+    answered = tool_used_this_turn(conversation)
+    choice = "auto" if answered else tools.agent.tool_choice
+    once = text_mode or model.profile.tools_once
+    offer = bool(specs) and choice != "none" and not (once and answered)
     on_token: Callable[[str], None] | None = None
     if (config.get("configurable") or {}).get("stream_tokens"):
 
@@ -90,7 +93,9 @@ async def llm_step(
         model,
         prompt,
         [s.openai() for s in specs] if offer else None,
-        tool_choice=model.profile.tool_choice if offer else None,
+        tool_choice=(choice if choice == "required" else model.profile.tool_choice)
+        if offer
+        else None,
         on_token=on_token,
     )
     message: Message = {**assistant_message(response), "_agent": name, "_turn": turn}

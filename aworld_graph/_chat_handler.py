@@ -14,7 +14,11 @@ tool arguments. Here:
   with ``finish_reason="length"``; without ``max_tokens`` arguments stop at
   :data:`ARGUMENT_TOKENS`);
 * generation stops within a token when :data:`CANCEL` (set by the server when the client
-  goes away) is set.
+  goes away) is set;
+* nothing of the prompt machinery reaches a text reply: a label the model echoes at the
+  start (``Reply:``, ``The calculator tool returned:``) is dropped, and the reply ends before
+  any other (a tools-block line, a call's ``Use <tool>:``), as it would at a stop string
+  (:func:`._chat_template.scaffolding`).
 
 One tool call per reply (the 135M model does not write parallel calls usefully).
 """
@@ -32,7 +36,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from ._chat_template import ANSWER_MARK, CHAT_FORMAT, IM_END, IM_START, call_mark, render
+from ._chat_template import (
+    ANSWER_MARK,
+    CHAT_FORMAT,
+    IM_END,
+    IM_START,
+    call_mark,
+    render,
+    scaffolding,
+)
 from ._tool_grammar import ArgumentsPlan, arguments_plan
 
 __all__ = ["ARGUMENT_TOKENS", "CANCEL", "CHAT_FORMAT", "SmolChatHandler", "register"]
@@ -66,6 +78,20 @@ def _held_back(text: str, stops: list[str]) -> int:
                 hold = max(hold, n)
                 break
     return hold
+
+
+def _echo_length(text: str, echoes: Sequence[str]) -> int | None:
+    """How many leading characters of ``text`` are an echoed label (0 if none; ``None`` while
+    the text could still become one)."""
+    body = text.lstrip()
+    if not body:
+        return None if echoes else 0
+    for echo in echoes:
+        if body.startswith(echo):
+            return len(text) - len(body) + len(echo)
+    if any(echo.startswith(body) for echo in echoes):
+        return None
+    return 0
 
 
 def _log_softmax(logits: Any) -> Any:
@@ -198,6 +224,8 @@ class _Generation:
         self.created = int(time.time())
         prompt = render(messages, tools or None)
         self.prompt_tokens: list[int] = list(llama.tokenize(prompt.encode("utf-8"), special=True))
+        self.scaffolding = scaffolding(messages, tools or None)
+        """Phrases of the prompt machinery a text reply must not carry."""
         self.completion_tokens = 0
         self.decision: dict[str, float] = {}
         """log P(opening) of each option the choice compared (for tests and the log)."""
@@ -279,12 +307,19 @@ class _Generation:
         return ends
 
     def _generate(
-        self, prefix: list[int], *, budget: int | None, grammar: Any, stops: list[str]
+        self,
+        prefix: list[int],
+        *,
+        budget: int | None,
+        grammar: Any,
+        stops: list[str],
+        echoes: Sequence[str] = (),
     ) -> Iterator[tuple[str, str | None]]:
         """(text piece, finish reason or None) pairs of one completion after ``prefix``.
 
-        At most ``budget`` tokens (the context's end otherwise); a ``stops`` string ends the
-        text before it; the request's cancel event is looked at after every token."""
+        At most ``budget`` tokens (the context's end otherwise); one of ``echoes`` opening the
+        text is dropped; a ``stops`` string ends the text before it; the request's cancel event
+        is looked at after every token."""
         llama = self.llama
         tokens = self.prompt_tokens + prefix
         room = int(llama.n_ctx()) - len(tokens)
@@ -315,6 +350,7 @@ class _Generation:
             grammar=grammar,
         )
         base = self.completion_tokens
+        lead: int | None = None  # characters of an echoed label at the start, once known
         try:
             for token in steps:
                 if int(token) in ends:
@@ -324,9 +360,14 @@ class _Generation:
                 self.completion_tokens = base + len(produced)
                 raw = llama.detokenize(produced, prev_tokens=tokens)
                 text = raw.decode("utf-8", errors="ignore")
-                cut = min((text.find(x) for x in stops if x and x in text), default=-1)
-                if cut >= 0:
-                    yield text[sent:cut], "stop"
+                if lead is None:
+                    lead = _echo_length(text, echoes)
+                    sent = max(sent, lead or 0)
+                found = [(i, x) for x in stops if x and (i := text.find(x, sent)) >= 0]
+                if found:
+                    cut, stop = min(found)
+                    piece = text[sent:cut]
+                    yield piece.rstrip() if stop in self.scaffolding else piece, "stop"
                     return
                 if len(produced) >= budget:
                     finish = "length"
@@ -335,7 +376,7 @@ class _Generation:
                     finish = "stop"
                     break
                 hold = _held_back(text, stops)
-                if len(text) - hold > sent:
+                if lead is not None and len(text) - hold > sent:
                     yield text[sent : len(text) - hold], None
                     sent = len(text) - hold
         finally:
@@ -368,7 +409,13 @@ class _Generation:
             )
             yield tool, plan.prefix, None
         else:
-            pieces = self._generate(opening, budget=budget, grammar=self.grammar, stops=self.stops)
+            pieces = self._generate(
+                opening,
+                budget=budget,
+                grammar=self.grammar,
+                stops=self.stops + self.scaffolding,
+                echoes=self.scaffolding,
+            )
         strip = plan is None or plan.lstrip
         for piece, finish in pieces:
             if strip:

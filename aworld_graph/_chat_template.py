@@ -43,6 +43,7 @@ __all__ = [
     "call_text",
     "content_text",
     "render",
+    "scaffolding",
     "tools_block",
 ]
 
@@ -179,6 +180,39 @@ def tools_block(tools: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _result_mark(name: str) -> str:
+    """How a tool's result is shown to the model (a user turn)."""
+    return f"The {name} tool returned:"
+
+
+def scaffolding(
+    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+) -> list[str]:
+    """The phrases of the prompt machinery for ``messages`` and ``tools``: the labels of a reply,
+    a call and a tool result, and the lines of the tools block. A small model echoes them; the
+    handler drops one that opens a reply and ends the reply before any other, so none reaches
+    an answer."""
+    names = [str(_function(t).get("name", "")) for t in tools or ()]
+    for message in messages:
+        if message.get("role") == "tool" and message.get("name"):
+            names.append(str(message["name"]))
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, Mapping):
+                names.append(str((call.get("function") or {}).get("name", "")))
+    names = [n for n in dict.fromkeys(names) if n]
+    if not names:
+        return []
+    phrases = [
+        ANSWER_MARK,
+        "You have these tools:",
+        f'To use a tool, reply "{call_mark("<tool>")}',
+        "To reply without a tool, start with",
+    ]
+    for name in names:
+        phrases += [call_mark(name), _result_mark(name)]
+    return phrases
+
+
 def _turn(role: str, text: str) -> str:
     return f"{IM_START}{role}\n{text}{IM_END}\n"
 
@@ -212,7 +246,7 @@ def render(
             name = names.get(
                 str(message.get("tool_call_id", "")), str(message.get("name") or "tool")
             )
-            results.append(f"The {name} tool returned: {text.strip()}")
+            results.append(f"{_result_mark(name)} {text.strip()}")
             continue
         flush_results()
         if role in ("system", "developer") and index == 0:

@@ -5,7 +5,11 @@ with an OpenAI-compatible API on a free ``127.0.0.1`` port, through the project'
 handler (:mod:`._chat_handler`: SmolLM2's ChatML unescaped, a text reply or a tool call
 chosen by the model, ``max_tokens`` applied to tool arguments) and a server that stops a
 generation when its client goes away (:mod:`._local_server`). The server starts on first use,
-is health-checked, reused for the rest of the process and stopped at exit. A server started
+is health-checked, reused for the rest of the process and stopped at exit; it also ends when
+its parent ends by any signal, SIGKILL included (it watches a pipe from the parent, which the
+kernel closes when the parent dies). Each server writes a log of its own; a server that dies
+is reported with its exit signal or code, the end of that log and the command that fixes a
+build for another CPU. A server started
 with ``aworld-graph model serve`` is found through a small state file and reused by other
 processes; ``model serve`` stops its llama.cpp child and removes the file on Ctrl-C, SIGTERM
 and SIGHUP (also when started in the background, where SIGINT is ignored), and a state file
@@ -32,13 +36,20 @@ from typing import Any
 
 import httpx
 
-from .errors import ModelNotAvailable
+from .errors import ModelError, ModelNotAvailable
 from .model import ModelProfile, ModelResponse, OpenAIModel, TokenCallback
 
-__all__ = ["LocalModel", "LocalServer", "model_path", "state_file", "serve_forever"]
+__all__ = ["LocalModel", "LocalServer", "check", "model_path", "state_file", "serve_forever"]
 
 MODEL_ALIAS = "smollm2-135m-instruct"
-LOCAL_PROFILE = ModelProfile(tool_results="text", repeat_guard=True, tool_choice="auto")
+LOCAL_PROFILE = ModelProfile(tools_once=True, repeat_guard=True, tool_choice="auto")
+
+REBUILD = (
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall --no-cache-dir --no-deps '
+    "llama-cpp-python"
+)
+"""Rebuilds llama-cpp-python for any CPU of its architecture (not for this machine's CPU
+only): the fix when the server dies of an instruction the CPU cannot run."""
 
 _NO_LOCAL = (
     "no model endpoint is configured and the embedded local model is not installed. Either "
@@ -80,12 +91,49 @@ def _healthy(base_url: str, timeout: float = 1.0) -> bool:
         return False
 
 
+def _log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
 @dataclass
 class LocalServer:
     """A running llama.cpp server process (or one found through the state file)."""
 
     base_url: str
     process: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+    """This server's own log (stdout and stderr); ``None`` for a server of another process."""
+
+    def death(self) -> str | None:
+        """Why the server process is gone (its exit signal or code and the end of its log), or
+        ``None`` while it runs (or when it is another process's)."""
+        if self.process is None or self.process.poll() is None:
+            return None
+        code = self.process.returncode
+        if code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with code {code}"
+        tail = _log_tail(self.log_path) if self.log_path else ""
+        told = (
+            f"; the last lines of its log {self.log_path}:\n{tail}"
+            if tail
+            else f"; its log {self.log_path} is empty"
+        )
+        why = ""
+        if code in (-signal.SIGILL, -signal.SIGSEGV, -signal.SIGBUS):
+            why = (
+                ". llama-cpp-python was most likely built for instructions this CPU cannot run "
+                f"(a native build on another or a virtual CPU); rebuild it portably: {REBUILD}"
+            )
+        return f"the embedded llama.cpp server (pid {self.process.pid}) {how}{why}{told}"
 
     @classmethod
     def start(cls, *, port: int | None = None, startup_timeout: float = 120.0) -> LocalServer:
@@ -104,21 +152,25 @@ class LocalServer:
             "--n_ctx",
             "4096",
         ]
-        log_path = state_file().with_name("llama-server.log")
+        cmd.append("--exit-with-stdin")
+        log_path = state_file().parent / "logs" / f"llama-server-{os.getpid()}-{port}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "wb") as log:  # the child keeps its own handle
+            # stdin is a pipe only this process holds: when it dies, however, the child reads
+            # end-of-file and stops. Its own session keeps a terminal's Ctrl-C for the parent.
             proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
-        server = cls(base_url=f"http://127.0.0.1:{port}/v1", process=proc)
+        server = cls(base_url=f"http://127.0.0.1:{port}/v1", process=proc, log_path=log_path)
         deadline = time.monotonic() + startup_timeout
         try:
             while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    raise ModelNotAvailable(
-                        f"the embedded llama.cpp server exited with code {proc.returncode} while "
-                        f"starting; its output is in {log_path}"
-                    )
+                if (death := server.death()) is not None:
+                    raise ModelNotAvailable(f"{death} while starting")
                 if _healthy(server.base_url, timeout=0.5):
                     return server
                 time.sleep(0.1)
@@ -132,6 +184,7 @@ class LocalServer:
         )
 
     def stop(self) -> None:
+        """Stop the server; its log is removed when it was still running (nothing to tell)."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -139,6 +192,10 @@ class LocalServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+            if self.log_path is not None:
+                self.log_path.unlink(missing_ok=True)
+        if self.process is not None and self.process.stdin is not None:
+            self.process.stdin.close()
 
 
 _server: LocalServer | None = None
@@ -223,6 +280,7 @@ def serve_forever(port: int | None = None) -> None:
         )
         assert server.process is not None
         server.process.wait()
+        raise ModelNotAvailable(server.death() or "the embedded llama.cpp server stopped")
     except (KeyboardInterrupt, _Stop):
         pass
     finally:
@@ -235,6 +293,38 @@ def serve_forever(port: int | None = None) -> None:
             signal.signal(sig, handler)
 
 
+def check() -> str:
+    """Start a server of this process's own, ask it for one short completion and stop it.
+
+    Returns the reply; raises :class:`~aworld_graph.errors.ModelNotAvailable` naming how the
+    server died (its signal, its log, the fix) when the installed build cannot run here."""
+    server = LocalServer.start()
+    try:
+        reply = httpx.post(
+            f"{server.base_url}/chat/completions",
+            json={
+                "model": MODEL_ALIAS,
+                "messages": [{"role": "user", "content": "Say hello."}],
+                "max_tokens": 8,
+                "temperature": 0,
+            },
+            timeout=120,
+        )
+        reply.raise_for_status()
+        return str(reply.json()["choices"][0]["message"]["content"])
+    except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+        if server.process is not None:
+            try:
+                server.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        raise ModelNotAvailable(
+            server.death() or f"the embedded llama.cpp server failed a completion: {exc}"
+        ) from exc
+    finally:
+        server.stop()
+
+
 class LocalModel:
     """The embedded model as a :class:`~aworld_graph.model.ChatModel` (started lazily)."""
 
@@ -244,13 +334,14 @@ class LocalModel:
         self.temperature = 0.0 if temperature is None else temperature
         self.params = {"max_tokens": 256, **(params or {})}
         self._model: OpenAIModel | None = None
+        self._server: LocalServer | None = None
 
     def __repr__(self) -> str:
         return "LocalModel(SmolLM2-135M-Instruct)"
 
     async def _ensure(self) -> OpenAIModel:
         if self._model is None:
-            server = await asyncio.to_thread(ensure_server)
+            server = self._server = await asyncio.to_thread(ensure_server)
             self._model = OpenAIModel(
                 model=MODEL_ALIAS,
                 base_url=server.base_url,
@@ -274,4 +365,14 @@ class LocalModel:
         on_token: TokenCallback | None = None,
     ) -> ModelResponse:
         model = await self._ensure()
-        return await model.complete(messages, tools, tool_choice=tool_choice, on_token=on_token)
+        try:
+            return await model.complete(
+                messages, tools, tool_choice=tool_choice, on_token=on_token
+            )
+        except ModelError as exc:
+            death = self._server.death() if self._server is not None else None
+            if death is None:
+                raise
+            self._model = self._server = None  # the next call starts a new server
+            await model.aclose()
+            raise ModelNotAvailable(death) from exc

@@ -23,6 +23,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import signal
+import sys
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
@@ -139,6 +142,13 @@ def build_app(
     return StopOnDisconnect(app)
 
 
+def _stop_at_end_of_stdin() -> None:
+    """Block on stdin until its end, then stop this server as SIGTERM would."""
+    while sys.stdin.buffer.read(65536):
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     import uvicorn
 
@@ -148,7 +158,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--n_ctx", type=int, default=4096)
     parser.add_argument("--n_threads", type=int, default=None)
+    parser.add_argument(
+        "--exit-with-stdin",
+        action="store_true",
+        help="stop when stdin reaches its end (the parent's pipe: the parent has gone)",
+    )
     args = parser.parse_args(argv)
+    if args.exit_with_stdin:
+        threading.Thread(target=_stop_at_end_of_stdin, name="parent-watch", daemon=True).start()
     app = build_app(
         model=args.model, alias=args.model_alias, n_ctx=args.n_ctx, n_threads=args.n_threads
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._resolve import resolve_model
 from .config import AgentConfig
@@ -55,6 +55,10 @@ class Agent:
     """A model object to use instead of ``conf`` (e.g. ``FunctionModel`` in tests)."""
     max_steps: int = 10
     """Most LLM calls this agent makes in one run; then the run stops with ``success=False``."""
+    tool_choice: Literal["auto", "required", "none"] = "auto"
+    """Whether the model may, must or must not call a tool. ``"required"`` applies to the first
+    model call of a turn only: once a tool has answered, the model chooses again (so it can
+    reply), as openai-agents' ``reset_tool_choice`` does."""
     demos: list[dict[str, Any]] = field(default_factory=list)
     """Few-shot examples ``{"input", "output"}`` shown before the conversation; one with
     ``tool_calls`` (``[{"name", "arguments", "result"}]``) is shown as the request, the calls,
@@ -71,6 +75,11 @@ class Agent:
             raise DefinitionError(
                 f"Agent.name {self.name!r} uses a reserved form ('|', ':', a leading '__' or a "
                 "'__tools' suffix); rename the agent"
+            )
+        if self.tool_choice not in ("auto", "required", "none"):
+            raise DefinitionError(
+                f"agent {self.name!r}: tool_choice must be 'auto', 'required' or 'none', "
+                f"not {self.tool_choice!r}"
             )
         if self.max_steps < 1:
             raise DefinitionError(f"agent {self.name!r}: max_steps must be at least 1")
@@ -92,4 +101,5 @@ class Agent:
             "model": getattr(self.model, "name", None)
             or (self.conf.llm_model_name if self.conf else None),
             "max_steps": self.max_steps,
+            "tool_choice": self.tool_choice,
         }

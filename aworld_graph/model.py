@@ -121,7 +121,11 @@ class ModelProfile:
     tool_results: Literal["native", "text"] = "native"
     """``native``: tool results are ``role=tool`` messages. ``text``: the conversation is
     rewritten so tool calls and results read as plain text, and tools are offered again only
-    when the model has not used one yet (for models with weak tool-calling)."""
+    when the model has not used one yet (for endpoints with weak tool-calling)."""
+    tools_once: bool = False
+    """Offer tools only until one has answered in this turn, so the next call replies (implied
+    by ``tool_results="text"``; the embedded model, whose chat handler renders native tool
+    messages in its own format, sets it alone)."""
     repeat_guard: bool = True
     """Answer a repeated identical tool call from the earlier result, with a nudge to answer."""
     tool_choice: str | None = None

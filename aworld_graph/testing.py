@@ -83,6 +83,8 @@ class ModelCall:
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
+    tool_choice: str | None = None
+    """The ``tool_choice`` sent with the call (``None``: the endpoint's default)."""
 
     @property
     def tool_names(self) -> list[str]:
@@ -108,7 +110,7 @@ class FunctionModel:
         on_token: TokenCallback | None = None,
     ) -> ModelResponse:
         msgs, specs = [dict(m) for m in messages], list(tools or [])
-        self.calls.append(ModelCall(messages=msgs, tools=specs))
+        self.calls.append(ModelCall(messages=msgs, tools=specs, tool_choice=tool_choice))
         reply = self.fn(msgs, specs)
         if inspect.isawaitable(reply):
             reply = await reply

@@ -46,16 +46,22 @@ if ! command -v initdb >/dev/null 2>&1 && ! compgen -G '/usr/lib/postgresql/*/bi
     apt_install postgresql
 fi
 
-LLAMA_PORTABLE="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
--DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
-
 # torch first, pinned: the CPU wheel of 2.13.0 is what this machine kind provides; letting a
 # dependency pull torch would fetch a multi-GB CUDA build.
 PIP_ROOT_USER_ACTION=ignore python -m pip install -q "torch==2.13.0"
-# llama.cpp builds for this CPU by default (-march=native); on a virtual machine whose CPU
-# reports AMX and AVX-512 it cannot run, the model server died of an illegal instruction at
-# the first completion (seen 2026-12-02). This portable AVX2 build runs on any x86-64 here.
-if [ "$(uname -m)" = x86_64 ]; then
-    export CMAKE_ARGS="${CMAKE_ARGS:-$LLAMA_PORTABLE}"
-fi
+# llama.cpp builds for the build machine's CPU by default (-march=native); on a virtual machine
+# whose CPU reports AVX-512 and AMX that build died at the first completion. GGML_NATIVE=OFF
+# (the README's install command too) builds for any CPU of the architecture.
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
 PIP_ROOT_USER_ACTION=ignore python -m pip install -q -e ".[dev,local,train,ray]"
+
+# pip keeps an installed llama-cpp-python (and reuses a cached wheel) whatever CMAKE_ARGS says:
+# check the installed build with one real completion, and rebuild it portably if it cannot run.
+if ! check_log="$(aworld-graph model check 2>&1)"; then
+    echo "tests/setup.sh: the installed llama-cpp-python cannot run here:" >&2
+    echo "$check_log" >&2
+    echo "tests/setup.sh: rebuilding it with CMAKE_ARGS=$CMAKE_ARGS (a few minutes)" >&2
+    PIP_ROOT_USER_ACTION=ignore python -m pip install -q --force-reinstall --no-cache-dir \
+        --no-deps "llama-cpp-python==$(python -c 'import llama_cpp; print(llama_cpp.__version__)')"
+    aworld-graph model check
+fi

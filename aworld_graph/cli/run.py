@@ -414,3 +414,15 @@ def serve(port: int | None) -> None:
     from .._local_model import serve_forever
 
     serve_forever(port)
+
+
+@model.command()
+def check() -> None:
+    """Check that the installed llama.cpp build runs here: one real completion.
+
+    On failure, prints how the server died and the command that rebuilds llama-cpp-python
+    portably, and exits with status 1."""
+    from .._local_model import check as check_model
+
+    reply = check_model()
+    click.echo(f"the embedded model answered: {reply.strip()!r}")

@@ -218,6 +218,7 @@ def build_card(card: Any, source: Source, path: Path_, ctx: Context) -> Any:
                 mcp_servers=mcp_servers,
                 conf=conf,
                 max_steps=card.max_steps,
+                tool_choice=card.tool_choice,
                 demos=[
                     d.model_dump(exclude=set() if d.tool_calls else {"tool_calls"})
                     for d in card.demos

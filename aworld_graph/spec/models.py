@@ -127,6 +127,9 @@ class AgentCard(_CardBase):
     """Model settings; the workflow's ``defaults`` fill what is left unset."""
     max_steps: int = Field(default=10, ge=1)
     """Most LLM calls this agent makes in one run."""
+    tool_choice: Literal["auto", "required", "none"] = "auto"
+    """Whether the model may (``auto``), must (``required``: the first call of a turn) or must
+    not (``none``) call a tool."""
     demos: list[Demo] = Field(default_factory=list)
     """Few-shot examples."""
 

@@ -158,6 +158,8 @@ def card_to_dict(
         _model(data, node.conf, meta)
         if node.max_steps != 10:
             data["max_steps"] = node.max_steps
+        if node.tool_choice != "auto":
+            data["tool_choice"] = node.tool_choice
         if node.demos:
             data["demos"] = [
                 {"input": d["input"], "output": d["output"]}

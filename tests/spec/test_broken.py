@@ -225,7 +225,7 @@ def test_a_broken_card_is_reported_in_the_card_file() -> None:
         "tests/spec/broken/nodes/broken_card.yaml:4: max_stepz: unknown key 'max_stepz' (did you "
         "mean 'max_steps'?); fix: remove it or fix its spelling; allowed keys: name, description, "
         "version, parent, score, operator, kind, system_prompt, tools, mcp_servers, mcp_config, "
-        "model, max_steps, demos"
+        "model, max_steps, tool_choice, demos"
     ]
 
 
