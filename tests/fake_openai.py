@@ -6,7 +6,8 @@ Replies are scripted in order; each is one of:
 * ``status(429)`` / ``status(500)`` – an error response,
 * ``raw_args("name", "{not json")`` – a tool call with malformed arguments,
 * ``body(200, b"<html>…", "text/html")`` – any status, body and content type, as written,
-* any of the above with ``delay=`` seconds before answering.
+* any of the above with ``delay=`` seconds before answering, or held until ``gate=`` (a
+  ``threading.Event``) is set (60 s at most).
 
 Requests with ``"stream": true`` are answered as server-sent events, chunked like OpenAI.
 Every request body is recorded in ``server.requests``.
@@ -23,8 +24,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
-def text(content: str, *, delay: float = 0.0) -> dict[str, Any]:
-    return {"kind": "ok", "content": content, "calls": [], "delay": delay}
+def text(
+    content: str, *, delay: float = 0.0, gate: threading.Event | None = None
+) -> dict[str, Any]:
+    return {"kind": "ok", "content": content, "calls": [], "delay": delay, "gate": gate}
 
 
 def calls(*items: tuple[str, dict[str, Any]], delay: float = 0.0) -> dict[str, Any]:
@@ -72,6 +75,8 @@ class FakeOpenAI:
                     return
                 if plan.get("delay"):
                     time.sleep(plan["delay"])
+                if plan.get("gate") is not None:
+                    plan["gate"].wait(60)
                 if plan["kind"] == "status":
                     message = plan.get("message") or f"scripted {plan['code']}"
                     self._json(plan["code"], {"error": {"message": message, "type": "test"}})

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -140,16 +141,23 @@ def test_ctrl_c_stops_a_ray_batch_cleanly_and_the_same_command_finishes_it(
     db = tmp_path / "runs.db"
     args = ["run", "tests/scale/workflows/answer.yaml", "--batch", str(batch), "--engine", "ray"]
     args += ["--concurrency", "2", "--progress", "--db", str(db)]  # 2 workers: the default
+    gate = threading.Event()
     with FakeOpenAI() as server:
-        server.default = text("forty-two", delay=1.0)  # 4 runs in flight, one call each
+        # 6 calls are answered; the rest wait at the gate until Ctrl-C has been handled, so the
+        # batch is stopped mid-way however slow the machine is
+        server.add(*[text("forty-two") for _ in range(6)])
+        server.default = text("forty-two", gate=gate)
         env = cli.env(LLM_BASE_URL=server.url, LLM_MODEL_NAME="fake-model")
         first = cli.start(args, env)
         deadline = time.monotonic() + 180
-        while len(server.requests) < 6 and first.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)  # 6 calls made: at least 2 runs have their answer
+        while len(server.requests) < 7 and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # a 7th call waits: 4 runs at most in flight, so 3 have ended
         assert first.poll() is None, first.communicate()
         os.killpg(first.pid, signal.SIGINT)  # Ctrl-C in a terminal
-        out, err = first.communicate(timeout=120)
+        try:
+            out, err = first.communicate(timeout=120)
+        finally:
+            gate.set()
         assert first.returncode == 130, out + err
         assert "Traceback" not in out + err, err
         assert re.search(r"runs .* ([0-9]+)/12", err), err  # the bar, where it stopped
