@@ -94,13 +94,18 @@ def _to_wal(conn: sqlite3.Connection) -> str:
 
 
 class SqliteDatabase:
-    """A SQLite file (created with its folders on first use)."""
+    """A SQLite file (created with its folders on first use). ``vet(tx)`` looks at a file
+    not in WAL mode yet (new, or not made by a saver) before a connection switches it, and
+    raises to leave it as it is."""
 
     dialect: Literal["sqlite"] = "sqlite"
 
-    def __init__(self, path: Path, durability: Durability) -> None:
+    def __init__(
+        self, path: Path, durability: Durability, vet: Callable[[Tx], object] | None = None
+    ) -> None:
         self.path = path
         self.label = str(path)
+        self._vet = vet
         self._sync = "FULL" if durability == "full" else "NORMAL"
         # the one used last comes first: its page cache is still good unless another wrote
         self._idle: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
@@ -146,6 +151,12 @@ class SqliteDatabase:
         conn = sqlite3.connect(
             str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
+        if self._vet is not None and conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            try:
+                self._vet(Tx("sqlite", conn))
+            except BaseException:
+                conn.close()
+                raise
         if (mode := _to_wal(conn)).lower() != "wal":
             raise ConfigError(
                 f"cannot switch {self.path} to WAL journal mode (got {mode!r}); put the "
@@ -462,8 +473,11 @@ class PostgresDatabase:
         self._pool.close()
 
 
-def open_database(target: str | Path, durability: Durability) -> SqliteDatabase | PostgresDatabase:
-    """A :class:`PostgresDatabase` for a ``postgresql://`` URL, else a :class:`SqliteDatabase`."""
+def open_database(
+    target: str | Path, durability: Durability, vet: Callable[[Tx], object] | None = None
+) -> SqliteDatabase | PostgresDatabase:
+    """A :class:`PostgresDatabase` for a ``postgresql://`` URL, else a :class:`SqliteDatabase`
+    (with ``vet``)."""
     if is_url(target):
         return PostgresDatabase(str(target), durability)
     text = str(target)
@@ -474,4 +488,4 @@ def open_database(target: str | Path, durability: Durability) -> SqliteDatabase 
             "TrajectorySaver needs a database file, not ':memory:' (use a temporary file, "
             "or LangGraph's InMemorySaver)"
         )
-    return SqliteDatabase(Path(target).expanduser(), durability)
+    return SqliteDatabase(Path(target).expanduser(), durability, vet)

@@ -19,8 +19,8 @@ from ..errors import ThreadBusy
 from ._db import Tx
 from ._schema import upsert_sql
 
-__all__ = ["HOST", "LEASE_COLUMNS", "Admit", "acquire", "admit", "lease_from", "lock_for_retention"]
-__all__ += ["release"]
+__all__ = ["HOST", "LEASE_COLUMNS", "LEASE_WIDTH", "Admit", "acquire", "admit", "lease_from"]
+__all__ += ["lock_for_retention", "release"]
 
 HOST = socket.gethostname()
 
@@ -38,22 +38,32 @@ def _alive(host: str, pid: int | None) -> bool:
 
 
 Admit = Callable[[Tx, str, Any], None]
-"""``admit(tx, thread_id, lease columns)``: :func:`admit` with the writer's identity bound."""
+"""``admit(tx, thread_id, LEASE_COLUMNS)``: the store's schema checked, then :func:`admit`
+with the writer's identity bound."""
 
-LEASE_COLUMNS = "l.holder, l.host, l.pid, l.expires_at"
-"""The lease columns a write's first query reads (with :func:`lease_from`)."""
+LEASE_COLUMNS = "one.schema_version, l.holder, l.host, l.pid, l.expires_at"
+"""The columns a write's first query reads (with :func:`lease_from`): the store's schema
+version as stored (a newer aworld-graph may have moved it on meanwhile), then the lease."""
+LEASE_WIDTH = 5
+"""How many columns :data:`LEASE_COLUMNS` are."""
 
 
 def lease_from(dialect: str) -> str:
-    """A ``FROM`` of one row, the thread's lease (or NULLs), that a write joins what it reads
-    to (parameters: the thread id twice); on PostgreSQL it takes the shared advisory lock."""
+    """A ``FROM`` of one row, the schema version and the thread's lease (or NULLs), that a
+    write joins what it reads to (parameters: the thread id twice); on PostgreSQL it takes
+    the shared advisory lock."""
     first = "pg_advisory_xact_lock_shared(hashtextextended(?, 0))" if dialect == "postgres" else "?"
-    return f"(SELECT {first} AS one) AS one LEFT JOIN checkpoint_leases AS l ON l.thread_id = ?"
+    version = "(SELECT value FROM aworld_meta WHERE key = 'schema_version')"
+    return (
+        f"(SELECT {first} AS one, {version} AS schema_version) AS one "
+        "LEFT JOIN checkpoint_leases AS l ON l.thread_id = ?"
+    )
 
 
 def admit(tx: Tx, thread_id: str, me: str, held: bool, seconds: float, lease: Any) -> None:
-    """Let a write of ``thread_id`` by ``me`` go on, given its lease columns: refuse it while
-    another live holder has the lease; ``me``'s lease is renewed once half of it is used."""
+    """Let a write of ``thread_id`` by ``me`` go on, given its lease (the last four of
+    :data:`LEASE_COLUMNS`): refuse it while another live holder has the lease; ``me``'s
+    lease is renewed once half of it is used."""
     holder, host, pid, expires = lease
     now = time.time()
     if holder == me:
@@ -79,7 +89,7 @@ def admit(tx: Tx, thread_id: str, me: str, held: bool, seconds: float, lease: An
 def acquire(tx: Tx, thread_id: str, me: str, seconds: float) -> None:
     """Take the lease of ``thread_id`` for ``me``, or raise :class:`ThreadBusy`."""
     lease = tx.one(f"SELECT {LEASE_COLUMNS} FROM {lease_from(tx.dialect)}", (thread_id,) * 2)
-    admit(tx, thread_id, me, False, seconds, lease)
+    admit(tx, thread_id, me, False, seconds, lease[1:])  # type: ignore[index]
     row = (thread_id, me, HOST, os.getpid(), time.time() + seconds)
     tx.run(upsert_sql(tx.dialect, "checkpoint_leases"), row)
 

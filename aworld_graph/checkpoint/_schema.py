@@ -21,7 +21,8 @@ from ._db import AT_CHECKPOINT, Tx, Unpack
 from ._read import skeleton
 from ._trajectory import error_text, node_from_task_path
 
-__all__ = ["SCHEMA_VERSION", "columns", "mark", "schema_version", "upgrade", "upsert_sql"]
+__all__ = ["SCHEMA_VERSION", "check_version", "columns", "known_version", "mark", "schema_version"]
+__all__ += ["upgrade", "upsert_sql"]
 
 FORMAT = "aworld-graph-checkpoints"
 SCHEMA_VERSION = 4
@@ -122,11 +123,15 @@ def _view_sql(tx: Tx) -> str:
     )
 
 
-def schema_version(tx: Tx, label: str) -> int | None:
+def schema_version(tx: Tx, label: str, *, share_file: bool = False) -> int | None:
     """The store's schema version; ``None`` when it has no aworld-graph tables yet. Another
-    program's tables of the same names, another format or a newer schema: ConfigError."""
+    program's tables of the same names, another format or a newer schema: ConfigError; so
+    is a SQLite file holding only another application's tables, unless ``share_file``."""
     if tx.dialect == "sqlite":
-        rows = tx.all("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+        rows = tx.all(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+            "AND name NOT GLOB 'sqlite_*'"  # SQLite's own (sqlite_sequence, sqlite_stat1)
+        )
     else:
         rows = tx.all(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
@@ -139,6 +144,17 @@ def schema_version(tx: Tx, label: str) -> int | None:
                 "checkpoint store (a LangGraph SqliteSaver/PostgresSaver database?). Point "
                 "AWORLD_GRAPH_DB / --db at another database"
             )
+        if tables and tx.dialect == "sqlite" and not share_file:
+            found = sorted(tables)
+            named = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+            raise ConfigError(
+                f"{label} holds another application's tables ({named}) and none of "
+                "aworld-graph's; checkpoint tables are added only to a new or empty file or "
+                "one aworld-graph made, so it was left as it is. Point AWORLD_GRAPH_DB / --db "
+                "at another file (a new one is made on first use), or, to keep the checkpoints "
+                f"in this file beside those tables, open it with TrajectorySaver({label!r}, "
+                "share_file=True)"
+            )
         return None
     meta = dict(tx.all("SELECT key, value FROM aworld_meta"))
     if meta.get("format") != FORMAT:
@@ -146,7 +162,19 @@ def schema_version(tx: Tx, label: str) -> int | None:
             f"{label} is not an aworld-graph checkpoint store (format {meta.get('format')!r}). "
             "Point AWORLD_GRAPH_DB / --db at another database"
         )
-    raw = str(meta.get("schema_version", ""))
+    return known_version(meta.get("schema_version"), label)
+
+
+def check_version(tx: Tx, label: str) -> None:
+    """Refuse a store whose schema a newer aworld-graph has moved past this version's since
+    it was first opened here (ConfigError; a reader or writer of it runs elsewhere now)."""
+    row = tx.one("SELECT value FROM aworld_meta WHERE key = 'schema_version'")
+    known_version(None if row is None else row[0], label)
+
+
+def known_version(stored: Any, label: str) -> int:
+    """The schema version ``stored`` in ``aworld_meta``, if this version reads and writes it."""
+    raw = str(stored or "")
     if not raw.isdigit():
         raise ConfigError(
             f"{label}: aworld_meta.schema_version is {raw!r}, not a number; the store was "
@@ -156,18 +184,20 @@ def schema_version(tx: Tx, label: str) -> int | None:
     version = int(raw)
     if version > SCHEMA_VERSION:
         raise ConfigError(
-            f"{label} was written by a newer aworld-graph (schema {version}, this version "
-            f"reads {SCHEMA_VERSION}). Upgrade aworld-graph or use another database"
+            f"{label} was written by a newer aworld-graph: its schema is {version}, and this "
+            f"version knows schema {SCHEMA_VERSION} and older, so it neither reads nor writes "
+            "it. Upgrade aworld-graph here (pip install -U aworld-graph), or point "
+            "AWORLD_GRAPH_DB / --db at another database"
         )
     return version
 
 
-def upgrade(tx: Tx, serde: Any, label: str) -> None:
+def upgrade(tx: Tx, serde: Any, label: str, *, share_file: bool = False) -> None:
     """Create a new store's tables, index and view, or bring an older one to this schema; on
     PostgreSQL savers opening a new database at once take turns on an advisory lock."""
     if tx.dialect == "postgres":
         tx.one("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (FORMAT,))
-    version = schema_version(tx, label)
+    version = schema_version(tx, label, share_file=share_file)
     if version is None:
         tx.run("CREATE TABLE IF NOT EXISTS aworld_meta (key TEXT PRIMARY KEY, value TEXT)")
         for table in _TABLES:

@@ -3,7 +3,11 @@ run in one short write transaction and read what they build on from the database
 what they store is right whatever order LangGraph saves in and whoever wrote meanwhile: a list
 is a delta of its parent version if that is stored (:mod:`._blobs`); a step's nodes come from
 the writes at the parent (writes saved after the next checkpoint name their node on it); a
-checkpoint or value put again with the same id replaces the old row."""
+checkpoint or value put again with the same id replaces the old row.
+
+The writes at a checkpoint and the checkpoint of the step that follows it each read whether
+the other is stored yet: on PostgreSQL, where both may run at once, they take turns on the
+step's lock (:func:`_lock_step`), so the one that runs second sees the first."""
 
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from .._secrets import may_hold_secrets, strip_secrets
 from . import _texts
 from ._blobs import BaseInfo, encode_channel
 from ._db import AT_CHECKPOINT, Tx, Unpack
-from ._lease import LEASE_COLUMNS, Admit, lease_from
+from ._lease import LEASE_COLUMNS, LEASE_WIDTH, Admit, lease_from
 from ._read import stored_values
 from ._schema import mark, upsert_sql
 from ._trajectory import duration_ms, error_text, node_from_task_path, transition_row
@@ -155,6 +159,7 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int, admit
     """Store ``rec`` on top of its parent as stored now (inside a write transaction): one
     query reads the thread's lease, the parent and the writes of the step that ends here."""
     key = (rec.thread_id, rec.ns)
+    _lock_step(tx, (*key, rec.parent_id or ""))
     rows = tx.all(
         f"SELECT {LEASE_COLUMNS}, c.created_at, c.checkpoint, w.node, w.task_path "
         f"FROM {lease_from(tx.dialect)} LEFT JOIN checkpoints AS c ON c.thread_id = ? AND "
@@ -163,8 +168,9 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int, admit
         "w.checkpoint_id = c.checkpoint_id ORDER BY w.task_path, w.task_id, w.idx",
         (rec.thread_id, rec.thread_id, *key, rec.parent_id),
     )
-    admit(tx, rec.thread_id, rows[0][:4])
-    parent = rows[0][4:6] if rows[0][4] is not None else None
+    n = LEASE_WIDTH
+    admit(tx, rec.thread_id, rows[0][:n])
+    parent = rows[0][n : n + 2] if rows[0][n] is not None else None
     lists = [ch for ch, _, value, _ in rec.values if isinstance(value, list)]
     before: dict[str, str] = {}  # list channels: their version at the parent
     if parent is not None and lists:  # (a write's store is migrated: skeletons are whole)
@@ -187,7 +193,7 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int, admit
             changed[ch] = value
         else:
             appended[ch] = added
-    writes = [r[6:] for r in rows if r[7] is not None]  # (node, task_path) at the parent
+    writes = [r[n + 2 :] for r in rows if r[n + 3] is not None]  # (node, task_path) at the parent
     nodes = _nodes(tx, unpack, (*key, rec.parent_id or ""), writes)
     derived = transition_row(nodes, changed, appended)
     _texts.store(tx, rec.thread_id, rec.texts)
@@ -245,13 +251,14 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack, admit: Admit) -> Non
     """Store a task's writes (special channels overwrite, others are kept if present); one
     query reads the lease and a checkpoint the step saved before them, which gets the node."""
     key = (rec.thread_id, rec.ns, rec.checkpoint_id)
+    _lock_step(tx, key)
     rows = tx.all(
         f"SELECT {LEASE_COLUMNS}, c.checkpoint_id, c.nodes FROM {lease_from(tx.dialect)} "
         "LEFT JOIN checkpoints AS c ON c.thread_id = ? AND c.checkpoint_ns = ? AND "
         "c.checkpoint_id > ? AND c.parent_checkpoint_id = ? AND coalesce(c.source, 'loop') = 'loop'",
         (rec.thread_id, rec.thread_id, *key, rec.checkpoint_id),
     )
-    admit(tx, rec.thread_id, rows[0][:4])
+    admit(tx, rec.thread_id, rows[0][:LEASE_WIDTH])
     node = node_from_task_path(rec.task_path) or _pushed_node(tx, unpack, key, rec.task_path)
     now = datetime.now(UTC).isoformat()
     _texts.store(tx, rec.thread_id, rec.texts)
@@ -263,9 +270,22 @@ def store_writes(tx: Tx, rec: WritesRecord, unpack: Unpack, admit: Admit) -> Non
         ]
         tx.many(upsert_sql(tx.dialect, "checkpoint_writes", replace=special), batch)
     sql = f"UPDATE checkpoints SET nodes = {mark(tx.dialect, 'nodes')} WHERE {AT_CHECKPOINT}"
-    for cid, stored in (r[4:] for r in rows if r[4] is not None and node is not None):
+    children = (r[LEASE_WIDTH:] for r in rows if r[LEASE_WIDTH] is not None and node is not None)
+    for cid, stored in children:
         if node not in (names := tx.json(stored) or []):
             tx.run(sql, (_json_text([*names, node]), *key[:2], cid))
+
+
+def _lock_step(tx: Tx, key: tuple[str, str, str]) -> None:
+    """PostgreSQL: wait for, and then hold off until this transaction ends, every other write
+    of the step that starts at checkpoint ``key``: its tasks' writes and the checkpoint it
+    ends in. Each reads what the others stored (a checkpoint its step's nodes, writes the
+    checkpoint to name their node on) in statements that follow, which see what committed
+    before them; run at once, neither would see the other, and the step would keep no nodes.
+    (SQLite's write transactions already run one at a time.) Taken before the thread's
+    shared lock (:func:`._lease.lease_from`), which retention takes alone: no cycle."""
+    if tx.dialect == "postgres":
+        tx.one("SELECT pg_advisory_xact_lock(hashtextextended(?, 1))", ("\x1f".join(key),))
 
 
 def _pushed_node(tx: Tx, unpack: Unpack, key: tuple[str, str, str], task_path: str) -> str | None:

@@ -74,6 +74,10 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         lease_seconds: How long a :meth:`hold` lasts without a write of its thread (each
             write renews it); a holder that died on another host blocks its thread at most
             this long (one on this host: not at all).
+        share_file: Let the checkpoint tables be added to a SQLite file that already holds
+            another application's tables. Without it such a file is refused (ConfigError):
+            the saver creates its tables only in a new or empty file, or opens one it made.
+            (A PostgreSQL database may always hold other tables.)
     """
 
     def __init__(
@@ -84,6 +88,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         allowed_types: Iterable[type | tuple[str, ...]] = (),
         snapshot_every: int = 64,
         lease_seconds: float = 300.0,
+        share_file: bool = False,
     ) -> None:
         super().__init__(serde=StrictSerializer(allowed_types=allowed_types))
         if durability not in get_args(Durability):
@@ -95,6 +100,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         self.durability: Durability = durability
         self.snapshot_every = snapshot_every
         self.lease_seconds = lease_seconds
+        self.share_file = share_file
         self.url: str | None = str(target) if is_url(target) else None
         """The PostgreSQL URL, or ``None`` for a SQLite file."""
         self.path: Path | None = None if self.url else Path(target).expanduser()
@@ -118,46 +124,64 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     def _database(self) -> Any:
         with self._guard:
             if self._db is None:
-                self._db = open_database(self._target, self.durability)
+                self._db = open_database(self._target, self.durability, self._vet)
             return self._db
+
+    def _vet(self, tx: Tx) -> None:
+        """A SQLite file's first look, before it is switched to WAL: another program's is
+        refused and left as it is (unless ``share_file``)."""
+        _schema.schema_version(tx, str(self._target), share_file=self.share_file)
 
     def _unpack(self, data: bytes) -> Any:
         return self.serde.loads_typed(("msgpack", data))
 
     @contextmanager
     def _reading(self) -> Iterator[Tx]:
+        """A read snapshot of a store of this schema or an older one (checked in it: a newer
+        aworld-graph elsewhere may have migrated the store since this saver first looked)."""
         db = self._database()
-        if self._version is None:
+        known = self._version is not None
+        if not known:
             with db.read() as tx:
-                self._version = _schema.schema_version(tx, db.label)
+                self._version = _schema.schema_version(tx, db.label, share_file=self.share_file)
             if self._version is None:  # a new store: its tables are made on first use
                 self._write(lambda tx: None)
         with db.read() as tx, decoding(db.label), reading_texts(tx, db.label):
+            if known:
+                _schema.check_version(tx, db.label)
             yield tx
 
-    def _admit(self, tx: Tx, thread_id: str, lease: Any) -> None:
-        _lease.admit(tx, thread_id, self._me, thread_id in self._held, self.lease_seconds, lease)
+    def _admit(self, tx: Tx, thread_id: str, columns: Any) -> None:
+        """A put's or put_writes' check of the store (``columns``: ``_lease.LEASE_COLUMNS``)."""
+        _schema.known_version(columns[0], self.label)
+        held = thread_id in self._held
+        _lease.admit(tx, thread_id, self._me, held, self.lease_seconds, columns[1:])
 
-    def _write(self, fn: Callable[..., T], *args: Any) -> T:
+    def _write(self, fn: Callable[..., T], *args: Any, checks: bool = False) -> T:
         """``fn(tx, *args)`` in a write transaction on this schema (a store of an older one is
-        migrated first), committed before this returns (SQLite: maybe with other writes)."""
+        migrated first, a newer one refused: by ``fn`` through :meth:`_admit` if it
+        ``checks``), committed before this returns (SQLite: maybe with other writes)."""
         db = self._database()
-        result: T = db.each(self._job(db, fn, args))
+        result: T = db.each(self._job(db, fn, args, checks))
         self._version = _schema.SCHEMA_VERSION
         return result
 
-    async def _awrite(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _awrite(self, fn: Callable[..., T], *args: Any, checks: bool = False) -> T:
         """Async :meth:`_write`: the event loop is not blocked while the write waits."""
         db = self._database()
-        result: T = await db.aeach(self._job(db, fn, args))
+        result: T = await db.aeach(self._job(db, fn, args, checks))
         self._version = _schema.SCHEMA_VERSION
         return result
 
-    def _job(self, db: Any, fn: Callable[..., T], args: tuple[Any, ...]) -> Callable[[Tx], T]:
+    def _job(
+        self, db: Any, fn: Callable[..., T], args: tuple[Any, ...], checks: bool
+    ) -> Callable[[Tx], T]:
         def job(tx: Tx) -> T:
             with reading_texts(tx, db.label):
                 if self._version != _schema.SCHEMA_VERSION:
-                    _schema.upgrade(tx, self.serde, db.label)
+                    _schema.upgrade(tx, self.serde, db.label, share_file=self.share_file)
+                elif not checks:  # a newer aworld-graph elsewhere may have moved it on since
+                    _schema.check_version(tx, db.label)
                 return fn(tx, *args)
 
         return job
@@ -166,7 +190,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """Bring an older store to this schema now (it also happens on the first write);
         ``True`` when there was something to do."""
         with self._reading() as tx:
-            before = _schema.schema_version(tx, self.label)
+            before = _schema.schema_version(tx, self.label, share_file=self.share_file)
         self._write(lambda tx: None)
         return before is not None and before < _schema.SCHEMA_VERSION
 
@@ -313,7 +337,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store a checkpoint (committed before this returns); only new_versions get value rows."""
         record = prepare_put(self.serde, config, checkpoint, metadata, new_versions)
-        self._write(store_put, record, self._unpack, self.snapshot_every, self._admit)
+        self._write(store_put, record, self._unpack, self.snapshot_every, self._admit, checks=True)
         return config_of(record.thread_id, record.ns, record.checkpoint_id)
 
     def put_writes(
@@ -326,7 +350,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         """Store a task's pending writes for the checkpoint in ``config``; committed before
         this returns. Special channels (error, interrupt) overwrite, others are kept."""
         record = prepare_writes(self.serde, config, writes, task_id, task_path)
-        self._write(store_writes, record, self._unpack, self._admit)
+        self._write(store_writes, record, self._unpack, self._admit, checks=True)
 
     async def aput(
         self,
@@ -339,7 +363,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         if type(self).put is not TrajectorySaver.put:
             return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
         record = prepare_put(self.serde, config, checkpoint, metadata, new_versions)
-        await self._awrite(store_put, record, self._unpack, self.snapshot_every, self._admit)
+        await self._awrite(
+            store_put, record, self._unpack, self.snapshot_every, self._admit, checks=True
+        )
         return config_of(record.thread_id, record.ns, record.checkpoint_id)
 
     async def aput_writes(
@@ -353,7 +379,7 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         if type(self).put_writes is not TrajectorySaver.put_writes:
             return await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
         record = prepare_writes(self.serde, config, writes, task_id, task_path)
-        await self._awrite(store_writes, record, self._unpack, self._admit)
+        await self._awrite(store_writes, record, self._unpack, self._admit, checks=True)
 
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
         """``"<12-digit counter>.<8 random hex>"``: increasing, distinct across forks (both

@@ -1,4 +1,4 @@
-"""A corrupt, foreign or newer database file gives a clear error naming the file."""
+"""A corrupt, foreign or newer database gives a clear error naming it, and is left as it is."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from aworld_graph.checkpoint import TrajectorySaver
+from aworld_graph.checkpoint._schema import SCHEMA_VERSION
 from aworld_graph.errors import ConfigError, RuntimeFailure
 
-from .conftest import ask, chat_graph
+from .conftest import ask, chat_graph, execute
 
 CONFIG = {"configurable": {"thread_id": "t"}}
 
@@ -27,22 +28,84 @@ def test_garbage_file(tmp_path: Path) -> None:
     assert path.read_bytes().startswith(b"this is not")  # left untouched
 
 
-def test_an_application_database_gains_the_checkpoint_tables(tmp_path: Path) -> None:
-    """Other tables may share the file (an app's own, LangGraph's SqliteStore); only tables
-    named like ours without our marker are refused (next test)."""
-    path = tmp_path / "app.db"
+def _app_file(path: Path) -> Path:
+    """A SQLite file of another application: a table of its own, none of the saver's."""
     with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
-        conn.execute("INSERT INTO users VALUES (1, 'ada')")
-    with TrajectorySaver(path) as saver:
-        saver.put_writes(
-            {"configurable": {**CONFIG["configurable"], "checkpoint_ns": "", "checkpoint_id": "x"}},
-            [("a", 1)],
-            "task",
-        )
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT)")
+        conn.execute("INSERT INTO users (name) VALUES ('ada')")
+    conn.close()
+    return path
+
+
+def _tables(path: Path) -> list[str]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+        names = sorted(r[0] for r in rows)
+    conn.close()
+    return names
+
+
+WRITE_CONFIG = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "x"}}
+
+
+def test_an_application_database_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    """A file holding another application's tables is not made a checkpoint store by a read
+    or a write: the error names the file, the tables found and both ways on."""
+    path = _app_file(tmp_path / "app.db")
+    before = _tables(path)
+    saver = TrajectorySaver(path)
+    for attempt in (
+        lambda: saver.threads(),
+        lambda: saver.get_tuple(CONFIG),
+        lambda: saver.put_writes(WRITE_CONFIG, [("a", 1)], "task"),
+        lambda: saver.migrate(),
+    ):
+        with pytest.raises(ConfigError) as info:
+            attempt()
+        message = str(info.value)
+        assert str(path) in message and "(users)" in message
+        assert "share_file=True" in message and "AWORLD_GRAPH_DB / --db" in message
+    saver.close()
+    assert _tables(path) == before == ["sqlite_sequence", "users"]
+    with sqlite3.connect(path) as conn:  # not switched to WAL either
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    conn.close()
+
+
+def test_share_file_keeps_the_checkpoints_beside_an_applications_tables(tmp_path: Path) -> None:
+    path = _app_file(tmp_path / "app.db")
+    with TrajectorySaver(path, share_file=True) as saver:
+        saver.put_writes(WRITE_CONFIG, [("a", 1)], "task")
+    with TrajectorySaver(path) as saver:  # the file holds a store now: opened as any other
+        saver.put_writes(WRITE_CONFIG, [("b", 2)], "another-task")
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT name FROM users").fetchall() == [("ada",)]
-        assert conn.execute("SELECT channel FROM checkpoint_writes").fetchall() == [("a",)]
+        assert sorted(conn.execute("SELECT channel FROM checkpoint_writes")) == [("a",), ("b",)]
+    conn.close()
+
+
+def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:
+    """Empty: no bytes (``touch``), or a SQLite database without tables."""
+    untouched, bare = tmp_path / "touched.db", tmp_path / "bare.db"
+    untouched.touch()
+    sqlite3.connect(bare).execute("PRAGMA user_version = 1").connection.close()
+    for path in (untouched, bare):
+        with TrajectorySaver(path) as saver:
+            ask(chat_graph(saver), "t", "hi")
+            assert saver.threads()[0].thread_id == "t"
+
+
+def test_the_cli_names_an_application_database_in_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from aworld_graph.cli import main
+
+    path = _app_file(tmp_path / "foreign.db")
+    result = CliRunner().invoke(main, ["threads", "--db", str(path)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "(users)" in lines[0]
+    assert _tables(path) == ["sqlite_sequence", "users"]
 
 
 def test_langgraph_sqlite_saver_database(tmp_path: Path) -> None:
@@ -53,13 +116,46 @@ def test_langgraph_sqlite_saver_database(tmp_path: Path) -> None:
         list(TrajectorySaver(path).list(None))
 
 
-async def test_newer_schema_and_async_path(tmp_path: Path) -> None:
-    path = tmp_path / "future.db"
-    TrajectorySaver(path).get_tuple(CONFIG)
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE aworld_meta SET value = '999' WHERE key = 'schema_version'")
-    with pytest.raises(ConfigError, match="newer aworld-graph"):
-        await TrajectorySaver(path).aget_tuple(CONFIG)
+async def test_newer_schema_and_async_path(target: str) -> None:
+    TrajectorySaver(target).get_tuple(CONFIG)
+    execute(target, "UPDATE aworld_meta SET value = '999' WHERE key = 'schema_version'")
+    with pytest.raises(ConfigError) as info:
+        await TrajectorySaver(target).aget_tuple(CONFIG)
+    message = str(info.value)
+    assert "newer aworld-graph" in message and "schema is 999" in message
+    assert f"knows schema {SCHEMA_VERSION} and older" in message
+    assert "Upgrade aworld-graph" in message
+
+
+def test_a_store_a_newer_version_moved_on_is_refused_by_a_saver_already_open(
+    target: str,
+) -> None:
+    """A saver that opened the store before a newer aworld-graph elsewhere migrated it
+    writes nothing more to it, and its reads say why."""
+    saver = TrajectorySaver(target)
+    app = chat_graph(saver)
+    ask(app, "t", "hello")
+    stored = execute(target, "SELECT count(*) FROM checkpoints")
+    execute(target, "UPDATE aworld_meta SET value = ? WHERE key = 'schema_version'",
+            (str(SCHEMA_VERSION + 1),))  # fmt: skip
+    for attempt in (
+        lambda: ask(app, "t", "again"),  # a run resumed
+        lambda: ask(app, "new", "hi"),  # a new run
+        lambda: saver.put_writes(WRITE_CONFIG, [("a", 1)], "task"),
+        lambda: saver.delete_thread("t"),
+        lambda: saver.hold("t").__enter__(),
+        lambda: saver.threads(),  # listed
+        lambda: list(saver.list(None)),  # exported
+        lambda: saver.transitions("t"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            attempt()
+        message = str(info.value)
+        assert saver.label in message and f"schema is {SCHEMA_VERSION + 1}" in message
+        assert f"knows schema {SCHEMA_VERSION} and older" in message
+    saver.close()
+    assert execute(target, "SELECT count(*) FROM checkpoints") == stored
+    assert execute(target, "SELECT count(*) FROM checkpoint_leases") == [(0,)]
 
 
 def test_damaged_pages(tmp_path: Path) -> None:
@@ -97,8 +193,8 @@ def _store_put(path: Path) -> None:
     conn.close()
 
 
-def _saver_put(path: Path, turns: int) -> None:
-    with TrajectorySaver(path) as saver:
+def _saver_put(path: Path, turns: int, share_file: bool = False) -> None:
+    with TrajectorySaver(path, share_file=share_file) as saver:
         ask(chat_graph(saver), "t", "hi")
         assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 3 * turns
 
@@ -106,7 +202,9 @@ def _saver_put(path: Path, turns: int) -> None:
 def test_langgraph_sqlite_store_shares_the_file_in_either_order(tmp_path: Path) -> None:
     store_first, saver_first = tmp_path / "store-first.db", tmp_path / "saver-first.db"
     _store_put(store_first)
-    _saver_put(store_first, 1)
+    with pytest.raises(ConfigError, match=r"\(store, store_migrations\)"):
+        _saver_put(store_first, 1)  # a file of the store's tables only is another's
+    _saver_put(store_first, 1, share_file=True)
     _saver_put(saver_first, 1)
     _store_put(saver_first)
     for path in (store_first, saver_first):  # each goes on using what the other wrote

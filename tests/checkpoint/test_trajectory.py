@@ -7,6 +7,9 @@ import operator
 import sqlite3
 import subprocess
 import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -155,18 +158,21 @@ def test_readable_with_sqlite_utils_and_a_bare_interpreter(db_path: Path) -> Non
     assert json.loads(out[0])[2] == ["llm"] and out[1] == "False"
 
 
-def test_nodes_come_from_writes_saved_before_or_after_the_next_checkpoint(db_path: Path) -> None:
-    """LangGraph may save a step's writes after the checkpoint that follows them (both from
-    background threads): the transition still names every node that ran, once each."""
+def _checkpoint(n: int) -> Any:
+    """A checkpoint whose channel ``n`` holds ``n`` (a new id, after every one made before)."""
     from langgraph.checkpoint.base import empty_checkpoint
 
-    def checkpoint(n: int) -> Any:
-        c = empty_checkpoint()
-        c["channel_values"] = {"n": n}
-        c["channel_versions"] = {"n": f"{n:012d}.00000000"}
-        return c
+    c = empty_checkpoint()
+    c["channel_values"] = {"n": n}
+    c["channel_versions"] = {"n": f"{n:012d}.00000000"}
+    return c
 
-    saver = TrajectorySaver(db_path)
+
+def test_nodes_come_from_writes_saved_before_or_after_the_next_checkpoint(target: str) -> None:
+    """LangGraph may save a step's writes after the checkpoint that follows them (both from
+    background threads): the transition still names every node that ran, once each."""
+    checkpoint = _checkpoint
+    saver = TrajectorySaver(target)
     root: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     first = saver.put(root, checkpoint(1), {"step": 0}, {"n": f"{1:012d}.00000000"})
     saver.put_writes(first, [("n", 2)], "task-a", "~__pregel_pull, before")
@@ -177,6 +183,74 @@ def test_nodes_come_from_writes_saved_before_or_after_the_next_checkpoint(db_pat
     rows = {r.checkpoint_id: r for r in saver.transitions("t")}
     assert rows[second["configurable"]["checkpoint_id"]].nodes == ["before", "after"]
     saver.close()
-    fresh = TrajectorySaver(db_path)  # a process that did not write them reads the same
+    fresh = TrajectorySaver(target)  # a process that did not write them reads the same
     assert fresh.transitions("t")[-1].nodes == ["before", "after"]
     fresh.close()
+
+
+def test_a_step_keeps_its_node_when_its_writes_and_checkpoint_commit_at_once(
+    postgres_server: Any,
+) -> None:
+    """On PostgreSQL a step's writes and the checkpoint that ends the step are separate
+    transactions that may run at once (LangGraph saves both from background threads). Here
+    both are held at their first insert (a test connection holds the tables' SHARE lock)
+    until both have been sent: the step's row still names its node."""
+    import psycopg
+
+    url = postgres_server.create_database(f"racing_{uuid.uuid4().hex[:8]}")
+    with TrajectorySaver(url) as saver:
+        root: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        first = saver.put(root, _checkpoint(1), {"source": "input", "step": -1}, {})
+        child = _checkpoint(2)
+        with psycopg.connect(url) as blocker, ThreadPoolExecutor(2) as pool:
+            blocker.execute("LOCK TABLE checkpoints, checkpoint_writes IN SHARE MODE")
+            put = pool.submit(
+                saver.put, first, child, {"source": "loop", "step": 0}, child["channel_versions"]
+            )
+            writes = pool.submit(saver.put_writes, first, [("n", 2)], "task", "~__pregel_pull, inc")
+            waiting = _wait_for_lock_waiters(url, 2)
+            blocker.rollback()
+            put.result(timeout=60)
+            writes.result(timeout=60)
+        assert waiting == 2
+        rows = {r.checkpoint_id: r for r in saver.transitions("t")}
+        assert rows[child["id"]].nodes == ["inc"]
+
+
+def _wait_for_lock_waiters(url: str, count: int) -> int:
+    """Wait (up to a minute) until ``count`` sessions of ``url``'s database wait for a lock;
+    the number waiting at the end."""
+    import psycopg
+
+    sql = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock'"
+    )
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(6000):
+            row = conn.execute(sql).fetchone()
+            if row is not None and row[0] >= count:
+                return int(row[0])
+            time.sleep(0.01)
+        row = conn.execute(sql).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def test_every_run_of_the_docs_example_names_its_node(target: str) -> None:
+    """The docs' first example, run 15 times (each run a thread of its own) with LangGraph
+    saving in the background and at each step: every step that ran names ``inc``."""
+    builder = StateGraph(IncState)
+    builder.add_node("inc", lambda s: {"n": s["n"] + 1})
+    builder.add_edge(START, "inc")
+    builder.add_edge("inc", END)
+    with TrajectorySaver(target) as saver:
+        graph = builder.compile(checkpointer=saver)
+        for i in range(15):
+            durability = "sync" if i % 2 else "async"
+            graph.invoke({"n": 1}, {"configurable": {"thread_id": f"t{i}"}}, durability=durability)
+        steps = [[r.nodes for r in saver.transitions(f"t{i}") if r.step == 1] for i in range(15)]
+    assert steps == [[["inc"]]] * 15
+
+
+class IncState(TypedDict):
+    n: int
