@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
+import traceback
 from pathlib import Path
 
 import click
 
+from .._secrets import scrub_text
 from ..errors import ConfigError
 from ._app import db_option, main
 
 __all__ = ["serve"]
+
+_WILDCARDS = ("0.0.0.0", "::", "[::]", "")
+
+
+class _WithTraceback(logging.Handler):
+    """The server's errors on stderr as ``error: …`` with their traceback (secrets replaced):
+    a 500 tells its client to see the log, so the log has it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = f"{record.levelname.lower()}: {record.getMessage()}\n"
+            if record.exc_info:
+                text += "".join(traceback.format_exception(*record.exc_info))
+            sys.stderr.write(scrub_text(text))
+        except Exception:  # logging must never break the server
+            self.handleError(record)
 
 
 @main.command("serve")
@@ -30,6 +50,21 @@ __all__ = ["serve"]
     help="Allow browser requests from this origin (repeatable); CORS is off by default.",
 )
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    help="Also answer requests for this Host name (repeatable; '*': any). Loopback names "
+    "are always answered; others are refused, so a page cannot rebind its DNS name to here.",
+)
+@click.option(
+    "--header-timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds a connection may take to start a request (send its headers); a request's "
+    "body then has 30 seconds.",
+)
+@click.option(
     "--max-body",
     type=int,
     default=1 << 20,
@@ -43,6 +78,8 @@ def serve(
     db: str | None,
     insecure: bool,
     cors_origins: tuple[str, ...],
+    allowed_hosts: tuple[str, ...],
+    header_timeout: float,
     max_body: int,
 ) -> None:
     """Serve TARGETS (workflow .yaml files or MODULE:ATTR; default: workflows/*.yaml) over
@@ -53,7 +90,7 @@ def serve(
     try:
         import uvicorn
 
-        from ..server import API_KEY_ENV, Assistants, check_bind, create_app
+        from ..server import API_KEY_ENV, Assistants, check_bind, create_app, http_protocol
     except ImportError as exc:
         raise ConfigError(
             f"aworld-graph serve needs the 'serve' extra ({exc.name} is missing): "
@@ -63,6 +100,12 @@ def serve(
 
     api_key = os.environ.get(API_KEY_ENV) or None
     check_bind(host, api_key, insecure=insecure)
+    if host in _WILDCARDS and not allowed_hosts:
+        raise ConfigError(
+            f"serving on every address ({host or 'all'}) answers only requests for loopback "
+            "names; name the host names clients use: --allowed-host NAME (or '*' for any)"
+        )
+    hosts = [*allowed_hosts, *([] if host in _WILDCARDS else [host])]
     if not targets:
         targets = tuple(str(p) for p in sorted(Path("workflows").glob("*.yaml")))
         if not targets:
@@ -73,8 +116,28 @@ def serve(
     if not list(assistants):
         raise ConfigError("none of the workflows could be loaded (see above)")
     app = create_app(
-        assistants, store=db, api_key=api_key, cors_origins=list(cors_origins), max_body=max_body
+        assistants,
+        store=db,
+        api_key=api_key,
+        cors_origins=list(cors_origins),
+        allowed_hosts=hosts,
+        max_body=max_body,
     )
     names = ", ".join(a.assistant_id for a in assistants)
     click.echo(f"serving {names} on http://{host}:{port} (store: {app.state.server.saver.label})")
-    uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")
+    errors = logging.getLogger("aworld_graph.server")
+    handler = _WithTraceback(logging.ERROR)
+    errors.addHandler(handler)
+    errors.propagate = False  # not also as the CLI's one line
+    try:
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            access_log=False,
+            log_level="warning",
+            http=http_protocol(header_timeout),
+        )
+    finally:
+        errors.removeHandler(handler)
+        errors.propagate = True

@@ -6,7 +6,7 @@ A run the server starts is an ordinary thread of the store (``Runners``, ``aworl
 resume``, ``viz --run`` and ``export`` see it) and the server sees the runs the CLI made.
 
 >>> app = create_app([Assistant.of(swarm, target="workflows/math.yaml")], store="runs.db")  # doctest: +SKIP
->>> uvicorn.run(app, host="127.0.0.1", port=2024)  # doctest: +SKIP
+>>> uvicorn.run(app, host="127.0.0.1", port=2024, http=http_protocol())  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -18,9 +18,13 @@ from typing import Any
 
 from ..errors import ConfigError
 from ._assistants import Assistant, Assistants
+from ._connections import http_protocol
+from ._guard import LOOPBACK_HOSTS
 from ._http import ServerApp
+from ._input import ID_RULE, MAX_DEPTH, MAX_METADATA
 
 __all__ = ["API_KEY_ENV", "Assistant", "Assistants", "ServerApp", "check_bind", "create_app"]
+__all__ += ["http_protocol", "LOOPBACK_HOSTS", "ID_RULE", "MAX_DEPTH", "MAX_METADATA"]
 
 API_KEY_ENV = "AWORLD_GRAPH_API_KEY"
 """With this set, every route but ``/ok`` and ``/health`` needs the key."""
@@ -50,17 +54,31 @@ def create_app(
     store: Any = None,
     api_key: str | None = None,
     cors_origins: list[str] | None = None,
+    allowed_hosts: list[str] | None = None,
     max_body: int = 1 << 20,
+    body_timeout: float = 30.0,
 ) -> Any:
     """The ASGI app serving ``assistants`` over ``store`` (a ``TrajectorySaver``, a SQLite
     path or a ``postgresql://`` URL; default: the library's default store). ``api_key``
-    defaults to ``$AWORLD_GRAPH_API_KEY``; CORS is off unless ``cors_origins`` are given."""
+    defaults to ``$AWORLD_GRAPH_API_KEY``; CORS is off unless ``cors_origins`` are given,
+    and then those origins may also change state. Requests must name a ``Host`` of
+    :data:`LOOPBACK_HOSTS` or ``allowed_hosts`` (``["*"]``: any). A request body is at most
+    ``max_body`` bytes and must arrive within ``body_timeout`` seconds. Serve it with
+    ``http=http_protocol()`` to bound how long a connection may take over its headers."""
     from ..checkpoint import TrajectorySaver, open_saver
 
     saver = store if isinstance(store, TrajectorySaver) else open_saver(store)
     registry = assistants if isinstance(assistants, Assistants) else Assistants(assistants)
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
-    server = ServerApp(registry, saver, api_key=key, cors_origins=cors_origins, max_body=max_body)
+    server = ServerApp(
+        registry,
+        saver,
+        api_key=key,
+        cors_origins=cors_origins,
+        allowed_hosts=allowed_hosts,
+        max_body=max_body,
+        body_timeout=body_timeout,
+    )
     app = server.app
     app.state.server = server
     return app
