@@ -3,16 +3,19 @@ and JSON errors.
 
 Errors are ``{"code", "message"}`` JSON with a 4xx status; an unexpected failure is a 500
 with a one-line message (the traceback goes to the server's log, never to the client).
+Every request first passes :class:`~._guard.RequestGuard`; path ids, bodies and queries are
+checked by :mod:`._input`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import orjson
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -21,6 +24,20 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ._assistants import Assistants
+from ._guard import RequestGuard
+from ._input import (
+    AssistantSearch,
+    History,
+    StateAt,
+    StateUpdate,
+    ThreadCreate,
+    ThreadPatch,
+    ThreadSearch,
+    check_depth,
+    check_id,
+    query_count,
+    validate,
+)
 from ._page import PageRoutes
 from ._run_routes import RunRoutes
 from ._runs import RunManager
@@ -59,12 +76,15 @@ class ServerApp:
         *,
         api_key: str | None = None,
         cors_origins: list[str] | None = None,
+        allowed_hosts: list[str] | None = None,
         max_body: int = 1 << 20,
+        body_timeout: float = 30.0,
     ) -> None:
         self.assistants = assistants
         self.saver = saver
         self.api_key = api_key or None
         self.max_body = max_body
+        self.body_timeout = body_timeout
         self.runs = RunManager(saver)
         self.threads = Threads(saver, assistants, self.runs)
         run = RunRoutes(self)
@@ -116,7 +136,11 @@ class ServerApp:
             ("/runs/{run_id:str}/cancel", run.cancel, post),
         ]
         routes = [Route(path, self._guard(fn), methods=m) for path, fn, m in table]
-        middleware = []
+        middleware = [
+            Middleware(
+                RequestGuard, allowed_hosts=allowed_hosts or (), cors_origins=cors_origins or ()
+            )
+        ]
         if cors_origins:
             middleware.append(
                 Middleware(
@@ -158,6 +182,8 @@ class ServerApp:
                             "missing or wrong API key: send it in the x-api-key header "
                             "(langgraph_sdk.get_client(url=..., api_key=...))",
                         )
+                for name, value in request.path_params.items():
+                    check_id(name, value)
                 return await fn(request)
             except ApiError as exc:
                 return self.error(exc.status, exc.code, exc.message)
@@ -186,23 +212,32 @@ class ServerApp:
         )
 
     async def body(self, request: Request) -> dict[str, Any]:
-        """The request's JSON object (at most ``max_body`` bytes); ``{}`` when empty."""
+        """The request's JSON object (at most ``max_body`` bytes, read within
+        ``body_timeout`` seconds, nested at most :data:`~._input.MAX_DEPTH` deep); ``{}`` when
+        empty."""
         declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > self.max_body:
+        if declared and declared.isascii() and declared.isdigit() and int(declared) > self.max_body:
             raise ApiError(413, "too_large", f"request body over {self.max_body} bytes")
         raw = bytearray()
-        async for chunk in request.stream():
-            raw += chunk
-            if len(raw) > self.max_body:
-                raise ApiError(413, "too_large", f"request body over {self.max_body} bytes")
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                async for chunk in request.stream():
+                    raw += chunk
+                    if len(raw) > self.max_body:
+                        raise ApiError(413, "too_large", f"request body over {self.max_body} bytes")
+        except TimeoutError:
+            raise ApiError(
+                408, "body_timeout", f"the request body did not arrive within {self.body_timeout} s"
+            ) from None
         if not raw.strip():
             return {}
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
+        try:  # orjson: JSON only (no NaN), valid UTF-8 (no lone surrogate), at most 1024 deep
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
             raise ApiError(400, "invalid_json", f"the request body is not JSON: {exc}") from None
         if not isinstance(data, dict):
             raise ApiError(422, "invalid_body", "the request body must be a JSON object")
+        check_depth(data)
         return data
 
     # -- misc ------------------------------------------------------------------------------
@@ -219,11 +254,16 @@ class ServerApp:
 
     # -- assistants ------------------------------------------------------------------------
 
+    async def _checked(self, request: Request, model: Any) -> dict[str, Any]:
+        body = await self.body(request)
+        validate(model, body)
+        return body
+
     async def assistants_search(self, request: Request) -> Response:
-        return self.json(self.assistants.search(await self.body(request)))
+        return self.json(self.assistants.search(await self._checked(request, AssistantSearch)))
 
     async def assistants_count(self, request: Request) -> Response:
-        body = {**await self.body(request), "limit": 1 << 30, "offset": 0}
+        body = {**await self._checked(request, AssistantSearch), "limit": 1 << 30, "offset": 0}
         return self.json(len(self.assistants.search(body)))
 
     async def assistant(self, request: Request) -> Response:
@@ -231,7 +271,9 @@ class ServerApp:
 
     async def assistant_graph(self, request: Request) -> Response:
         raw = request.query_params.get("xray", "false").lower()
-        xray: bool | int = int(raw) if raw.isdigit() else raw == "true"
+        if raw not in ("true", "false"):
+            query_count(request.query_params, "xray", 0)  # a 422 unless a depth
+        xray: bool | int = raw == "true" if raw in ("true", "false") else int(raw)
         found = self.assistants.get(request.path_params["assistant_id"])
         return self.json(found.graph_json(xray))
 
@@ -243,7 +285,7 @@ class ServerApp:
         return self.json({})
 
     async def agents_search(self, request: Request) -> Response:
-        found = self.assistants.search(await self.body(request))
+        found = self.assistants.search(await self._checked(request, AssistantSearch))
         return self.json([self.assistants.get(a["assistant_id"]).agent_json() for a in found])
 
     async def agent(self, request: Request) -> Response:
@@ -252,21 +294,21 @@ class ServerApp:
     # -- threads ---------------------------------------------------------------------------
 
     async def thread_create(self, request: Request) -> Response:
-        thread_id = await self.threads.create(await self.body(request))
+        thread_id = await self.threads.create(await self._checked(request, ThreadCreate))
         return self.json(await self.threads.get(thread_id))
 
     async def thread_search(self, request: Request) -> Response:
-        return self.json(await self.threads.search(await self.body(request)))
+        return self.json(await self.threads.search(await self._checked(request, ThreadSearch)))
 
     async def thread_count(self, request: Request) -> Response:
-        body = {**await self.body(request), "limit": 1 << 30, "offset": 0}
+        body = {**await self._checked(request, ThreadSearch), "limit": 1 << 30, "offset": 0}
         return self.json(len(await self.threads.search(body)))
 
     async def thread_get(self, request: Request) -> Response:
         return self.json(await self.threads.get(request.path_params["thread_id"]))
 
     async def thread_patch(self, request: Request) -> Response:
-        body = await self.body(request)
+        body = await self._checked(request, ThreadPatch)
         return self.json(await self.threads.patch(request.path_params["thread_id"], body))
 
     async def thread_delete(self, request: Request) -> Response:
@@ -282,16 +324,19 @@ class ServerApp:
         return self.json(await self.threads.state(thread_id, checkpoint))
 
     async def state_at(self, request: Request) -> Response:
-        body = await self.body(request)
+        body = await self._checked(request, StateAt)
         checkpoint = (body.get("checkpoint") or {}).get("checkpoint_id")
         return self.json(await self.threads.state(request.path_params["thread_id"], checkpoint))
 
     async def state_update(self, request: Request) -> Response:
-        body = await self.body(request)
+        body = await self._checked(request, StateUpdate)
         return self.json(await self.threads.update_state(request.path_params["thread_id"], body))
 
     async def history(self, request: Request) -> Response:
-        body: dict[str, Any] = dict(request.query_params)
+        query = request.query_params
+        body: dict[str, Any] = {"limit": query_count(query, "limit", 10)}
+        if query.get("before"):
+            body["before"] = check_id("before", query["before"])
         if request.method == "POST":
-            body = await self.body(request)
+            body = await self._checked(request, History)
         return self.json(await self.threads.history(request.path_params["thread_id"], body))

@@ -1,0 +1,204 @@
+"""What a request may carry, checked at the boundary: ids, request bodies (pydantic models of
+the API's bodies), query numbers and flags, and how deep a body may nest. A request that
+breaks a rule is a 400/422 that names the field and the rule, before anything is stored.
+
+Ids (threads, runs, checkpoints, assistants) are 1 to 256 characters of ``A-Z a-z 0-9`` and
+``- _ . : @ + = ~``: no spaces, control characters or anything outside ASCII.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from ._wire import ApiError
+
+__all__ = [
+    "ID_RULE",
+    "MAX_DEPTH",
+    "MAX_METADATA",
+    "AssistantSearch",
+    "History",
+    "RunCreate",
+    "StateAt",
+    "StateUpdate",
+    "ThreadCreate",
+    "ThreadPatch",
+    "ThreadSearch",
+    "check_depth",
+    "check_id",
+    "query_count",
+    "validate",
+]
+
+ID_RULE = "1 to 256 characters of A-Z a-z 0-9 - _ . : @ + = ~"
+"""The one alphabet and length of every id, as messages say it."""
+
+_ID = re.compile(r"[A-Za-z0-9_.:@+=~-]{1,256}")
+
+MAX_DEPTH = 64
+"""How deep a request body may nest (objects and lists), counting the body itself."""
+
+MAX_METADATA = 64 * 1024
+"""The most bytes a ``metadata`` object may take as JSON."""
+
+MAX_COUNT = 10_000
+"""The largest ``limit`` or ``offset`` served."""
+
+
+def check_id(field: str, value: str) -> str:
+    """``value`` when it is an id (:data:`ID_RULE`), else a 422 naming ``field``."""
+    if not _ID.fullmatch(value):
+        raise ApiError(422, "invalid_id", f"{field} must be {ID_RULE}; got {_shown(value)}")
+    return value
+
+
+def _shown(value: str) -> str:
+    return ascii(value[:40] + ("…" if len(value) > 40 else ""))
+
+
+def _id(value: str) -> str:
+    if not _ID.fullmatch(value):
+        raise ValueError(f"must be {ID_RULE}")
+    return value
+
+
+def _small(value: dict[str, Any]) -> dict[str, Any]:
+    size = len(orjson.dumps(value, default=str))
+    if size > MAX_METADATA:
+        raise ValueError(f"is {size} bytes as JSON; at most {MAX_METADATA} are kept")
+    return value
+
+
+Id = Annotated[str, Field(strict=True), AfterValidator(_id)]
+Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT)]
+Metadata = Annotated[dict[str, Any], AfterValidator(_small)]
+Text = Annotated[str, Field(strict=True)]
+
+
+class _Body(BaseModel):
+    """A request body: the fields the server reads are checked; other fields LangGraph's
+    clients send are let through (and not used)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class CheckpointRef(_Body):
+    """The API's ``Checkpoint`` object as a request names one."""
+
+    checkpoint_id: Id | None = None
+
+
+class ThreadCreate(_Body):
+    """``POST /threads``."""
+
+    thread_id: Id | None = None
+    metadata: Metadata | None = None
+    if_exists: Literal["raise", "do_nothing"] | None = None
+
+
+class ThreadPatch(_Body):
+    """``PATCH /threads/{thread_id}``."""
+
+    metadata: Metadata | None = None
+
+
+class ThreadSearch(_Body):
+    """``POST /threads/search`` and ``/threads/count``."""
+
+    ids: list[Id] | None = None
+    metadata: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    limit: Count = 10
+    offset: Count = 0
+
+
+class AssistantSearch(_Body):
+    """``POST /assistants/search``, ``/assistants/count`` and ``/agents/search``."""
+
+    graph_id: Text | None = None
+    name: Text | None = None
+    metadata: dict[str, Any] | None = None
+    limit: Count = 10
+    offset: Count = 0
+
+
+class History(_Body):
+    """``GET/POST /threads/{thread_id}/history``."""
+
+    limit: Count = 10
+    before: Id | CheckpointRef | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: CheckpointRef | None = None
+
+
+class StateAt(_Body):
+    """``POST /threads/{thread_id}/state/checkpoint``."""
+
+    checkpoint: CheckpointRef | None = None
+
+
+class StateUpdate(_Body):
+    """``POST /threads/{thread_id}/state``."""
+
+    values: dict[str, Any] | None = None
+    as_node: Text | None = None
+    checkpoint_id: Id | None = None
+    checkpoint: CheckpointRef | None = None
+
+
+class RunCreate(_Body):
+    """The run routes' bodies (``…/runs``, ``…/runs/stream``, ``…/runs/wait``)."""
+
+    assistant_id: Annotated[str, Field(strict=True, max_length=256)] = ""
+    thread_id: Id | None = None
+    input: Any = None
+    command: dict[str, Any] | None = None
+    metadata: Metadata | None = None
+    stream_mode: Text | list[Text] | None = None
+    multitask_strategy: Text | None = None
+    if_not_exists: Literal["create", "reject"] | None = None
+    on_disconnect: Literal["cancel", "continue"] | None = None
+    config: dict[str, Any] | None = None
+
+
+def validate(model: type[_Body], body: Mapping[str, Any]) -> None:
+    """Check ``body`` against ``model``; a 422 naming every field that breaks its rule (the
+    first problem of each)."""
+    try:
+        model.model_validate(body)
+    except ValidationError as exc:
+        problems: dict[str, str] = {}
+        for error in exc.errors(include_url=False, include_input=False):
+            field = str(error["loc"][0]) if error["loc"] else "body"
+            problems.setdefault(field, f"{field}: {error['msg']}")
+        raise ApiError(422, "invalid_field", "; ".join(problems.values())) from None
+
+
+def check_depth(body: Mapping[str, Any]) -> None:
+    """A 422 naming the top-level field of ``body`` that nests deeper than :data:`MAX_DEPTH`."""
+    stack: list[tuple[Any, int, str]] = [(v, 2, str(k)) for k, v in body.items()]
+    while stack:
+        value, depth, field = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise ApiError(
+                    422, "too_deep", f"{field} nests deeper than {MAX_DEPTH} levels; flatten it"
+                )
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((c, depth + 1, field) for c in children if isinstance(c, (dict, list)))
+
+
+def query_count(query: Mapping[str, str], name: str, default: int) -> int:
+    """Query parameter ``name`` as a count (``0`` to :data:`MAX_COUNT`), else a 422 naming it."""
+    raw = query.get(name)
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_COUNT:
+        rule = f"a whole number from 0 to {MAX_COUNT}"
+        raise ApiError(422, "invalid_query", f"{name} must be {rule}; got {_shown(raw)}")
+    return int(raw)
