@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from ._input import RunCreate, query_count, validate
 from ._runs import STREAM_MODES, Run, event_name
 from ._wire import ApiError, clean, input_text, sse
 
@@ -80,6 +82,7 @@ class RunRoutes:
         self, request: Request, thread_id: str | None, *, streamed: bool = False
     ) -> tuple[Run, dict[str, Any]]:
         body = await self.app.body(request)
+        validate(RunCreate, body)
         _unserved(body)
         if thread_id is None:
             thread_id = body.get("thread_id")
@@ -100,13 +103,11 @@ class RunRoutes:
         if has_resume and text is not None:
             raise ApiError(422, "invalid_run", "send either input or command, not both")
         metadata = body.get("metadata") or {}
-        if not isinstance(metadata, Mapping):
-            raise ApiError(422, "invalid_metadata", "metadata must be an object")
         new = thread_id is None
-        if thread_id is None:  # a stateless run gets a thread of its own
+        if thread_id is None:  # a stateless run gets a thread of its own: its run stores it
             if text is None:
                 raise ApiError(422, "missing_input", "a run without a thread needs an input")
-            thread_id = await self.threads.create({})
+            thread_id = str(uuid.uuid4())
         elif not await self.threads.exists(thread_id):
             if body.get("if_not_exists") != "create":
                 raise self.threads.not_found(thread_id)
@@ -123,22 +124,18 @@ class RunRoutes:
         busy = bool(self.runs.busy(thread_id))
         if not busy and not new:  # else checked when the runs before it have ended
             await self._check(thread_id, text, has_resume)
-        fresh = self.threads.fresh.get(thread_id) or {}
         run = await self.runs.start(
             thread_id=thread_id,
             assistant=assistant,
             text=text,
             resume=command.get("resume"),
             multitask_strategy=strategy,
-            metadata={**fresh.get("metadata", {}), **metadata},
+            metadata=dict(metadata),
             kwargs={k: body.get(k) for k in ("input", "command", "stream_mode", "config")},
             check=(lambda: self._check(thread_id, text, has_resume)) if busy else None,
             new_thread=new,
             modes=body["stream_mode"] if streamed else None,
         )
-        if new:  # nobody else knows this thread: its record goes when the run ends
-            assert run.task is not None
-            run.task.add_done_callback(lambda _: self.threads.fresh.pop(thread_id, None))
         return run, body
 
     async def _check(self, thread_id: str, text: str | None, has_resume: bool) -> None:
@@ -229,8 +226,8 @@ class RunRoutes:
         runs.sort(key=lambda r: r["created_at"], reverse=True)
         status = request.query_params.get("status")
         runs = [r for r in runs if not status or r["status"] == status]
-        offset = int(request.query_params.get("offset") or 0)
-        limit = int(request.query_params.get("limit") or 10)
+        offset = query_count(request.query_params, "offset", 0)
+        limit = query_count(request.query_params, "limit", 10)
         return self.app.json(runs[offset : offset + limit])
 
     async def past(self, thread_id: str) -> builtins.list[dict[str, Any]]:
@@ -284,8 +281,15 @@ class RunRoutes:
         query = request.query_params
         modes = _modes(query.getlist("stream_mode") or None)
         cancel = query.get("cancel_on_disconnect", "false").lower() in ("1", "true")
-        last = request.headers.get("last-event-id")
-        start = int(last) + 1 if last and last.isdigit() else 0
+        last = request.headers.get("last-event-id", "").strip()
+        if last not in ("", "-1") and not (last.isascii() and last.isdigit()):
+            raise ApiError(
+                422,
+                "invalid_header",
+                "Last-Event-ID must be the id of an event of the stream (a whole number), or -1 "
+                f"for its start; got {ascii(last[:40])}",
+            )
+        start = int(last) + 1 if last else 0
         return self._sse(run, modes, cancel, start=start)
 
     async def cancel(self, request: Request) -> Response:

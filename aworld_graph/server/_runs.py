@@ -5,6 +5,12 @@ A run's events go into its :class:`Feed` once, as ``(mode, data)`` stream parts;
 reader picks the modes it asked for, from the start or from an event id. A background run's
 feed holds every stream mode; a streamed run's only the modes it was created with (as in
 LangGraph's server, a joining reader may ask for those or fewer).
+
+A run is acknowledged (:meth:`RunManager.start` returns, so the client gets its id) once the
+first checkpoint it streams is committed: for a new input, the run's input checkpoint, which
+holds its id; for a resume or a continuation, the checkpoint it goes on from. A run queued
+behind another on its thread (``enqueue``) is acknowledged at once and lives in this
+process until it starts.
 """
 
 from __future__ import annotations
@@ -106,6 +112,15 @@ class Run:
     """The thread was made for this run (a run without a thread): nothing to read back."""
     modes: list[str] | None = None
     """The stream modes its feed holds (``None``: all of them)."""
+    checkpoints: list[str] = field(default_factory=list)
+    """The ids of the checkpoints it streamed, in order."""
+    moved: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set (and replaced) when it streams a checkpoint or ends."""
+
+    def notify(self) -> None:
+        """Wake whoever waits on :attr:`moved`."""
+        self.moved.set()
+        self.moved = asyncio.Event()
 
     def json(self) -> dict[str, Any]:
         """The API's ``Run`` object."""
@@ -149,6 +164,8 @@ class _Sink:
         feed, kind, wants = self.run.feed, event.get("event"), self.wants
         if kind == "state":
             checkpoint = event["checkpoint"]
+            self.run.checkpoints.append(checkpoint["config"]["configurable"]["checkpoint_id"])
+            self.run.notify()
             values = clean(checkpoint.get("values") or {})  # the run's values: always
             if (checkpoint.get("metadata") or {}).get("source") != "input":  # not before it
                 self.run.values = values
@@ -288,7 +305,26 @@ class RunManager:
         run.task = asyncio.get_running_loop().create_task(
             self._execute(run, before, check, text, resume)
         )
+        if before is None:
+            await self._stored(run)
         return run
+
+    async def _stored(self, run: Run) -> None:
+        """Return once the first checkpoint ``run`` streamed is committed, or it ended.
+
+        LangGraph streams a checkpoint while its save may still be under way, and starts the
+        next step's save only after it (``durability="sync"``): the first is committed when
+        the store has it, or at the latest when a second one streams."""
+        while True:
+            moved = run.moved
+            if run.done.is_set() or len(run.checkpoints) > 1:
+                return
+            if run.checkpoints:
+                conf = {"thread_id": run.thread_id, "checkpoint_ns": ""}
+                conf["checkpoint_id"] = run.checkpoints[0]
+                if await self.saver.aget_tuple({"configurable": conf}) is not None:
+                    return
+            await moved.wait()
 
     def _forget_old(self) -> None:
         while len(self.runs) > _KEEP_FINISHED:
@@ -333,6 +369,7 @@ class RunManager:
             if not queue:
                 self.active.pop(run.thread_id, None)
             run.done.set()
+            run.notify()
 
     async def _drive(self, run: Run, text: str | None, resume: Any) -> None:
         run.status = "running"

@@ -2,8 +2,10 @@
 history read through LangGraph, state edits through :meth:`Runners.fork`, copies and deletes
 through the saver. A run made by the CLI or the library is a thread here like any other.
 
-A thread created over the API before its first run lives in this process's memory only; its
-metadata is written into the checkpoints of its runs.
+A thread created over the API is stored before the server answers: a *thread record*, an
+empty checkpoint with the thread's metadata (``source`` ``"create"``, step -2, so its first
+run's steps count as on a new thread). Its runs carry the metadata on; a record is never shown
+as state or history.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
 
 from .._run_impl import built
 from ..errors import AWorldGraphError
@@ -20,11 +23,19 @@ from ..runner import Runners
 from ..trajectory import run_status
 from ._assistants import Assistant, Assistants
 from ._runs import RunManager
-from ._wire import ApiError, checkpoint_ref, clean, now, snapshot_json, to_messages
+from ._wire import ApiError, checkpoint_ref, clean, snapshot_json, to_messages
 
 __all__ = ["Threads"]
 
 _STORED_ONLY = ("source", "step", "parents", "writes", "run_id", "forked_from")
+
+CREATED = "create"
+"""The ``source`` of a thread record."""
+
+
+def is_record(checkpoint: Any) -> bool:
+    """Whether a ``CheckpointTuple`` is a thread record (a thread with no run yet)."""
+    return checkpoint is not None and (checkpoint.metadata or {}).get("source") == CREATED
 
 
 def _config(thread_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
@@ -41,8 +52,6 @@ class Threads:
         self.saver = saver
         self.assistants = assistants
         self.runs = runs
-        self.fresh: dict[str, dict[str, Any]] = {}
-        """Threads created over the API that have no checkpoint yet."""
 
     # -- lookup ----------------------------------------------------------------------------
 
@@ -50,7 +59,7 @@ class Threads:
         return await self.saver.aget_tuple(_config(thread_id))
 
     async def exists(self, thread_id: str) -> bool:
-        if thread_id in self.fresh or self.runs.busy(thread_id):
+        if self.runs.busy(thread_id):
             return True
         return await self._latest(thread_id) is not None
 
@@ -58,10 +67,13 @@ class Threads:
         """The assistant whose runs the thread holds, or ``None`` (no run yet, or a run of a
         workflow this server does not serve)."""
         latest = await self._latest(thread_id)
-        if latest is not None:
-            return self.assistants.of_metadata(latest.metadata or {})
-        graph = self.fresh.get(thread_id, {}).get("metadata", {}).get("graph_id")
-        return self.assistants.get(graph) if isinstance(graph, str) else None
+        if latest is None:
+            return None
+        found = self.assistants.of_metadata(latest.metadata or {})
+        graph = (latest.metadata or {}).get("graph_id")
+        if found is None and is_record(latest) and isinstance(graph, str):
+            return self.assistants.get(graph)
+        return found
 
     async def _graph(self, thread_id: str) -> Any:
         assistant = await self.assistant_of(thread_id)
@@ -88,7 +100,7 @@ class Threads:
     # -- Thread objects --------------------------------------------------------------------
 
     async def create(self, body: Mapping[str, Any]) -> str:
-        """A new thread (in memory until its first run); its id."""
+        """A new thread, stored (a thread record) before this returns; its id."""
         import uuid
 
         thread_id = str(body.get("thread_id") or uuid.uuid4())
@@ -100,33 +112,31 @@ class Threads:
                 "thread_exists",
                 f"thread {thread_id} exists; use another id or if_exists='do_nothing'",
             )
-        metadata = dict(body.get("metadata") or {})
-        if not isinstance(body.get("metadata") or {}, Mapping):
-            raise ApiError(422, "invalid_metadata", "metadata must be an object")
-        stamp = now()
-        self.fresh[thread_id] = {"metadata": metadata, "created_at": stamp, "updated_at": stamp}
+        await self._record(thread_id, dict(body.get("metadata") or {}))
         return thread_id
+
+    async def _record(
+        self, thread_id: str, metadata: dict[str, Any], after: str | None = None
+    ) -> None:
+        """Store a thread record holding ``metadata`` (after record ``after``, a new one's)."""
+        kept = {k: v for k, v in metadata.items() if k not in _STORED_ONLY}
+        record = {**kept, "source": CREATED, "step": -2, "parents": {}}
+        await self.saver.aput(_config(thread_id, after), empty_checkpoint(), record, {})
 
     async def get(self, thread_id: str, summary: Any = None) -> dict[str, Any]:
         latest = await self._latest(thread_id)
-        fresh = self.fresh.get(thread_id)
         running = self.runs.busy(thread_id)
-        if latest is None and fresh is None and running:  # before its first checkpoint
-            fresh = {"metadata": {}, "created_at": running[0].created_at}
-            fresh["updated_at"] = fresh["created_at"]
-        if latest is None and fresh is None:
+        if latest is None and not running:
             raise self.not_found(thread_id)
-        if latest is not None:  # its runs keep the metadata now
-            self.fresh.pop(thread_id, None)
-        if latest is None:
-            assert fresh is not None
-            status = "busy" if running else "idle"
+        if latest is None or is_record(latest):  # no run stored yet
+            stamp = latest.checkpoint["ts"] if latest is not None else running[0].created_at
+            metadata = {} if latest is None else latest.metadata or {}
             return {
                 "thread_id": thread_id,
-                "created_at": fresh["created_at"],
-                "updated_at": fresh["updated_at"],
-                "metadata": clean(fresh["metadata"]),
-                "status": status,
+                "created_at": summary.first_at if summary else stamp,
+                "updated_at": stamp,
+                "metadata": clean({k: v for k, v in metadata.items() if k not in _STORED_ONLY}),
+                "status": "busy" if running else "idle",
                 "values": {},
                 "interrupts": {},
             }
@@ -157,7 +167,7 @@ class Threads:
         else:  # "interrupted" also for a run stopped (killed, cancelled) mid-run
             status = _THREAD_STATUS.get(run, "idle")
         stamp = latest.checkpoint.get("ts")
-        first = summary.first_at if summary else (fresh or {}).get("created_at", stamp)
+        first = summary.first_at if summary else stamp
         return {
             "thread_id": thread_id,
             "created_at": first,
@@ -179,7 +189,6 @@ class Threads:
         offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
         summaries = {s.thread_id: s for s in await self._summaries()}
         stamped = [(s.last_at, t) for t, s in summaries.items()]
-        stamped += [(f["updated_at"], t) for t, f in self.fresh.items() if t not in summaries]
         order = [t for _, t in sorted(stamped, reverse=True)]
         out: list[dict[str, Any]] = []
         for thread_id in order:
@@ -197,17 +206,20 @@ class Threads:
 
     async def patch(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Merge ``metadata`` into a thread that has no run yet (a stored run's metadata is
-        part of its checkpoints and stays as it was written)."""
-        if thread_id not in self.fresh:
-            if await self._latest(thread_id) is None:
-                raise self.not_found(thread_id)
+        part of its checkpoints and stays as it was written): a new thread record."""
+        latest = await self._latest(thread_id)
+        if latest is None:
+            raise self.not_found(thread_id)
+        if not is_record(latest):
             raise ApiError(
                 409,
                 "thread_has_runs",
                 f"thread {thread_id} has stored runs, whose metadata is kept as written",
             )
-        self.fresh[thread_id]["metadata"].update(dict(body.get("metadata") or {}))
-        self.fresh[thread_id]["updated_at"] = now()
+        metadata = {**(latest.metadata or {}), **dict(body.get("metadata") or {})}
+        await self._record(
+            thread_id, metadata, after=latest.config["configurable"]["checkpoint_id"]
+        )
         return await self.get(thread_id)
 
     def _idle(self, thread_id: str, what: str) -> None:
@@ -224,38 +236,42 @@ class Threads:
         self._idle(thread_id, "delete")
         if not await self.exists(thread_id):
             raise self.not_found(thread_id)
-        self.fresh.pop(thread_id, None)
         await asyncio.to_thread(self.saver.delete_thread, thread_id)
 
     async def copy(self, thread_id: str) -> dict[str, Any]:
         """A new thread with the whole history of ``thread_id`` (a fork to go on from)."""
         import uuid
 
-        if not await self.exists(thread_id):
+        if await self._latest(thread_id) is None:
+            if self.runs.busy(thread_id):
+                self._idle(thread_id, "copy")
             raise self.not_found(thread_id)
         new = str(uuid.uuid4())
-        if await self._latest(thread_id) is not None:
-            await asyncio.to_thread(self.saver.copy_thread, thread_id, new)
-        else:
-            record = self.fresh[thread_id]
-            self.fresh[new] = {**record, "metadata": dict(record["metadata"])}
+        await asyncio.to_thread(self.saver.copy_thread, thread_id, new)
         return await self.get(new)
 
     # -- state -----------------------------------------------------------------------------
 
     async def state(self, thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-        if thread_id in self.fresh and await self._latest(thread_id) is None:
+        found = await self.saver.aget_tuple(_config(thread_id, checkpoint_id))
+        if found is None and checkpoint_id:
+            if not await self.exists(thread_id):
+                raise self.not_found(thread_id)
+            raise ApiError(
+                404,
+                "checkpoint_not_found",
+                f"no checkpoint {checkpoint_id} in thread {thread_id}; GET "
+                f"/threads/{thread_id}/history lists them",
+            )
+        if is_record(found) or (found is None and self.runs.busy(thread_id)):
             return snapshot_json(_Empty(), thread_id)
         compiled = await self._graph(thread_id)
         snapshot = await compiled.aget_state(_config(thread_id, checkpoint_id))
-        if checkpoint_id and snapshot.config is None:
-            raise ApiError(
-                404, "checkpoint_not_found", f"no checkpoint {checkpoint_id} in thread {thread_id}"
-            )
-        return snapshot_json(snapshot, thread_id)
+        return _state_json(snapshot, thread_id)
 
     async def history(self, thread_id: str, body: Mapping[str, Any]) -> list[dict[str, Any]]:
-        if thread_id in self.fresh and await self._latest(thread_id) is None:
+        latest = await self._latest(thread_id)
+        if is_record(latest) or (latest is None and self.runs.busy(thread_id)):
             return []
         compiled = await self._graph(thread_id)
         before = body.get("before")
@@ -269,7 +285,8 @@ class Threads:
             before=_config(thread_id, before["checkpoint_id"]) if before else None,
             limit=int(body.get("limit") or 10),
         ):
-            out.append(snapshot_json(snapshot, thread_id))
+            if (snapshot.metadata or {}).get("source") != CREATED:
+                out.append(_state_json(snapshot, thread_id))
         return out
 
     async def update_state(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -308,6 +325,15 @@ class Threads:
         except (ValueError, KeyError) as exc:  # LangGraph: unknown node or channel
             raise ApiError(422, "invalid_update", f"{type(exc).__name__}: {exc}") from None
         return {"checkpoint": checkpoint_ref(config)}
+
+
+def _state_json(snapshot: Any, thread_id: str) -> dict[str, Any]:
+    """A snapshot as the API's ``ThreadState``. The first run's input checkpoint (step -1)
+    shows no parent: at most a thread record comes before it, and that is not state."""
+    data = snapshot_json(snapshot, thread_id)
+    if (snapshot.metadata or {}).get("step") == -1:
+        data["parent_checkpoint"] = None
+    return data
 
 
 _THREAD_STATUS = {"error": "error", "interrupted": "interrupted", "running": "interrupted"}
