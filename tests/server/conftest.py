@@ -13,7 +13,7 @@ import pytest
 import uvicorn
 
 from aworld_graph.checkpoint import TrajectorySaver
-from aworld_graph.server import Assistant, create_app
+from aworld_graph.server import Assistant, create_app, http_protocol
 from tests.server import apps
 
 TARGETS = ("approval", "chat", "counter", "gated")
@@ -25,7 +25,13 @@ class LiveServer:
     def __init__(self, app: Any) -> None:
         self.app = app
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=0, log_level="warning", access_log=False, lifespan="on"
+            app,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            http=http_protocol(header_timeout=2.0),
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)

@@ -37,13 +37,11 @@ class Served:
         args = ["serve", "tests.server.apps:slow", "--port", str(port), "--db", str(db)]
         environ = {**os.environ, "PYTHONPATH": str(ROOT), **env}
         environ.pop("AWORLD_GRAPH_API_KEY", None)
-        self.proc = subprocess.Popen(
-            [*CLI, *args],
-            cwd=ROOT,
-            env=environ,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        self.log_path = db.parent / f"serve-{port}-{time.monotonic_ns()}.log"
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [*CLI, *args], cwd=ROOT, env=environ, stdout=subprocess.DEVNULL, stderr=log
+            )
         deadline = time.monotonic() + 60
         while True:  # bounded wait for the port to answer
             try:
@@ -52,15 +50,17 @@ class Served:
             except httpx.TransportError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"serve did not start: {self.proc.stderr.read()!r}")  # type: ignore[union-attr]
+                raise RuntimeError(f"serve did not start: {self.log()!r}")
             time.sleep(0.05)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         self.proc.wait(30)
-        assert self.proc.stderr is not None
-        self.proc.stderr.close()
+
+    def log(self) -> str:
+        """What the server wrote to stderr."""
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
 
 
 @pytest.fixture

@@ -30,9 +30,14 @@ def _json_error(response: httpx.Response, status: int, words: str) -> None:
 def test_bad_requests_get_clear_json_errors(serve: Callable[..., LiveServer]) -> None:
     server = serve(max_body=4096)
     with httpx.Client(base_url=server.url) as http:
-        _json_error(http.post("/threads", content=b"{not json"), 400, "not JSON")
-        _json_error(http.post("/threads", content=b"[1, 2]"), 422, "must be a JSON object")
-        _json_error(http.post("/threads", content=b"x" * 5000), 413, "over 4096 bytes")
+        as_json = {"Content-Type": "application/json"}
+        _json_error(http.post("/threads", content=b"{not json", headers=as_json), 400, "not JSON")
+        _json_error(
+            http.post("/threads", content=b"[1, 2]", headers=as_json), 422, "must be a JSON object"
+        )
+        _json_error(
+            http.post("/threads", content=b"x" * 5000, headers=as_json), 413, "over 4096 bytes"
+        )
         _json_error(http.get("/threads/ghost"), 404, "no thread 'ghost'")
         _json_error(http.get("/threads/ghost/state"), 404, "no thread 'ghost'")
         _json_error(
