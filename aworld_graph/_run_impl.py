@@ -8,6 +8,7 @@ checkpointer and builds the :class:`~aworld_graph.task.TaskResponse`.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import weakref
 from collections.abc import Callable
@@ -108,6 +109,23 @@ def resume_hint(task_id: str) -> str:
     return f" (resume with Runners.resume({task_id!r}, ...) or `aworld-graph resume {task_id}`)"
 
 
+def _asked(value: Any, task_id: str) -> str:
+    """An interrupted run's message: what it asks, in one short line (a ``Human`` node's
+    prompt, not the answer it shows the person), and how to answer."""
+    if isinstance(value, dict) and isinstance(value.get("prompt"), str):
+        who, text = str(value.get("node") or "a human step"), value["prompt"]
+    else:
+        who = "the run"
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = " ".join(text.split())
+    if len(text) > 200:
+        text = text[:200] + "…"
+    return (
+        f"{who} asks: {text} (answer with Runners.resume({task_id!r}, value=...) or "
+        f"`aworld-graph resume {task_id} --value TEXT`)"
+    )
+
+
 async def respond(
     task: Task,
     graph: CompiledStateGraph[Any, Any, Any, Any],
@@ -160,7 +178,7 @@ async def respond(
     msg = {
         "error": error or (failures[0]["error"] if failures else None),
         "max_steps": values.get("error"),
-        "interrupted": f"waiting for input: {interrupts[0]['value']!r}" if interrupts else None,
+        "interrupted": _asked(interrupts[0]["value"], task.id) if interrupts else None,
     }.get(status)
     if msg and status in ("error", "max_steps"):
         msg += resume_hint(task.id)

@@ -44,6 +44,7 @@ __all__ = [
     "load_run",
     "run_status",
     "stored_status",
+    "thread_status",
     "usage_of",
 ]
 
@@ -137,6 +138,16 @@ def stored_status(channels: Mapping[str, Any], writes: Sequence[Any]) -> str:
         pending=any(k.startswith("branch:to:") or k == "__start__" for k in channels)
         or any(c not in (_ERROR, _INTERRUPT) for c in written),
     )
+
+
+def thread_status(saver: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
+    """:func:`stored_status` of a thread's latest checkpoint (the status :func:`load_run`
+    gives it), or ``None`` for a thread with no checkpoint."""
+    tup = saver.get_tuple(_thread(thread_id))
+    if tup is None:
+        return None
+    channels = dict(tup.checkpoint.get("channel_values") or {})
+    return stored_status(channels, list(tup.pending_writes or []))
 
 
 @dataclass(kw_only=True)

@@ -4,7 +4,9 @@ Library errors (:class:`~aworld_graph.errors.AWorldGraphError`) and bad files be
 line on stderr and exit code 1; they never print a traceback. While a command runs, what it
 writes to stdout and stderr has configured secrets and credential-shaped strings replaced
 (:func:`~aworld_graph._secrets.scrub_text`), and log records of the library and the packages
-under it reach stderr as one ``warning: …`` line each, never a traceback.
+under it reach stderr as one ``warning: …`` line each, never a traceback. A reader that closes
+stdout early (``aworld-graph threads | head``) ends the command quietly with status 141, as
+SIGPIPE ends other Unix tools.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from .._secrets import scrub_text
 from ..errors import AWorldGraphError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+CLOSED_PIPE_STATUS = 141
+"""Exit status when stdout's reader has gone: 128 + SIGPIPE, what a shell reports for a tool
+that SIGPIPE ended."""
 
 DB_HELP = (
     "Checkpoint store: a SQLite file or a postgresql:// URL (default: $AWORLD_GRAPH_DB or "
@@ -73,11 +79,25 @@ def _guarded_output() -> Iterator[None]:
         root.removeHandler(handler)
 
 
+def _stdout_to_devnull() -> None:
+    """Point stdout's file descriptor at /dev/null, so that flushing what is still buffered
+    when the interpreter exits cannot fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test's captured stream)
+        pass
+
+
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             with _guarded_output():
                 return super().invoke(ctx)
+        except BrokenPipeError:  # the reader of stdout has gone: nothing left to say to anyone
+            _stdout_to_devnull()
+            sys.exit(CLOSED_PIPE_STATUS)
         except AWorldGraphError as exc:
             raise click.ClickException(scrub_text(str(exc))) from None
         except (OSError, ValueError) as exc:

@@ -26,18 +26,29 @@ __all__ = [
 @db_option()
 @click.option("--limit", "-n", type=int, default=50, show_default=True, help="Threads to show.")
 def threads_command(db: str | None, limit: int) -> None:
-    """List the threads (runs) in the database, most recent first."""
+    """List the threads (runs) in the database, most recent first, with the status of each
+    (finished, error, interrupted, max_steps, running)."""
+    from ..trajectory import thread_status
+
     with open_store(db) as saver:
         threads = saver.threads(limit)
+        statuses = [thread_status(saver, t.thread_id) or "" for t in threads]
     if not threads:
         click.echo("no threads")
         return
     width = max(len("THREAD"), *(len(t.thread_id) for t in threads))
-    click.echo(f"{'THREAD':<{width}}  {'CHECKPOINTS':>11}  {'STEP':>5}  LAST ACTIVITY")
-    for t in threads:
+    status_width = max(len("STATUS"), *map(len, statuses))
+    click.echo(
+        f"{'THREAD':<{width}}  {'CHECKPOINTS':>11}  {'STEP':>5}  {'STATUS':<{status_width}}  "
+        "LAST ACTIVITY"
+    )
+    for t, status in zip(threads, statuses, strict=True):
         step = "" if t.last_step is None else str(t.last_step)
         extra = f"  ({t.namespaces} namespaces)" if t.namespaces > 1 else ""
-        click.echo(f"{t.thread_id:<{width}}  {t.checkpoints:>11}  {step:>5}  {t.last_at}{extra}")
+        click.echo(
+            f"{t.thread_id:<{width}}  {t.checkpoints:>11}  {step:>5}  "
+            f"{status:<{status_width}}  {t.last_at}{extra}"
+        )
 
 
 @main.command("history")

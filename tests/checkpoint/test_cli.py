@@ -40,7 +40,7 @@ def test_threads(filled: Path) -> None:
     code, out = _cli("threads", "--db", str(filled))
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["THREAD", "CHECKPOINTS", "STEP", "LAST", "ACTIVITY"]
+    assert lines[0].split() == ["THREAD", "CHECKPOINTS", "STEP", "STATUS", "LAST", "ACTIVITY"]
     assert lines[1].split()[:3] == ["chat", "11", "5"] and lines[2].split()[:2] == ["other", "3"]
 
 
