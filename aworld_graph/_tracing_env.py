@@ -1,11 +1,22 @@
 """Setting up an OpenTelemetry ``TracerProvider`` from the standard ``OTEL_*`` environment,
-for :func:`aworld_graph.tracing.configure` when the application has set none."""
+for :func:`aworld_graph.tracing.configure` when the application has set none.
+
+The OTLP exporter retries a failed export until its timeout (10 s by default). Where nothing
+listens at the endpoint (the connection is refused) that only delays the exit of a process
+whose spans go to a collector that is not running, with a warning per retry; so each batch
+first checks that the endpoint accepts a connection, and a refused one drops the batch with
+one warning (again only after a batch got through).
+"""
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import socket
+from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import trace
 
@@ -75,7 +86,72 @@ def _exporter(name: str) -> Any:
             "tracing.configure(): the OTLP exporter is not installed; "
             "pip install 'aworld-graph[otel]' (or set OTEL_TRACES_EXPORTER=console)"
         ) from None
-    return OTLPSpanExporter()
+    return _refused_batches_dropped(OTLPSpanExporter())
+
+
+def _endpoint() -> tuple[str, str]:
+    """The OTLP/HTTP traces URL the exporter sends to, and how to stop sending there."""
+    traces = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if traces:
+        return traces, "unset OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    if base:
+        return base.rstrip("/") + "/v1/traces", "unset OTEL_EXPORTER_OTLP_ENDPOINT"
+    return "http://localhost:4318/v1/traces", "set OTEL_TRACES_EXPORTER=none"
+
+
+def _refused(url: str) -> bool:
+    """Whether a connection to ``url``'s host and port is refused (nothing listens there);
+    any other failure is left to the exporter, which reports and retries it."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return False
+    try:
+        socket.create_connection((parts.hostname or "localhost", port), timeout=1.0).close()
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _refused_batches_dropped(exporter: Any) -> Any:
+    """``exporter`` behind a check that drops a batch for an endpoint that refuses connections
+    (see the module docstring)."""
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    url, off = _endpoint()
+    log = logging.getLogger("aworld_graph.tracing")
+
+    class RefusedDropped(SpanExporter):
+        def __init__(self) -> None:
+            self.warned = False
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            if _refused(url):
+                if not self.warned:
+                    self.warned = True
+                    log.warning(
+                        "spans not exported: nothing listens at %s; start the collector, or "
+                        "%s to run without tracing",
+                        url,
+                        off,
+                    )
+                return SpanExportResult.FAILURE
+            self.warned = False
+            result: SpanExportResult = exporter.export(spans)
+            return result
+
+        def shutdown(self) -> None:
+            exporter.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return bool(exporter.force_flush(timeout_millis))
+
+    return RefusedDropped()
 
 
 def global_provider() -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -121,3 +122,29 @@ def test_the_cli_traces_when_the_otel_environment_names_an_exporter(tmp_path: Pa
         assert done.returncode == 0, done.stderr
     assert collector.named("invoke_workflow killable"), [s.name for s in collector.spans]
     assert collector.named("execute_tool log_step")
+
+
+def test_a_collector_that_is_not_running_costs_one_line_and_no_retries(tmp_path: Path) -> None:
+    """Spans for an endpoint where nothing listens are dropped at the first refused
+    connection: one warning, no retry warnings, no waiting out the exporter's timeout."""
+    with socket.socket() as probe:  # a loopback port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+        "AWORLD_GRAPH_DB": str(tmp_path / "cli.db"),
+        "STEP_LOG": str(tmp_path / "steps.log"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", "from aworld_graph.cli import main; main()", "run",
+         "tests.procs.killable:swarm", "--input", "go"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "answer: report: logged 3 steps" in done.stdout
+    (line,) = done.stderr.splitlines()
+    assert line == (
+        f"spans not exported: nothing listens at http://127.0.0.1:{port}/v1/traces; start the "
+        "collector, or unset OTEL_EXPORTER_OTLP_ENDPOINT to run without tracing"
+    )
