@@ -3,7 +3,8 @@
 The prompt is the agent's system prompt, its demos (turns of their own) and the conversation
 it sees: the whole shared one, or – for a private turn of a workflow agent – only that turn's
 messages, which start from the task input and the outputs of earlier nodes. The update
-appends the assistant message and one ``llm`` trace record; a reply without tool calls is
+appends the assistant message and one ``llm`` trace record (with ``retried``: what went
+wrong with the attempts the model retried, when it did); a reply without tool calls is
 the agent's answer. A step limit reached instead stops the run with a ``limit`` record.
 """
 
@@ -118,6 +119,8 @@ async def llm_step(
         "tools": [s.openai() for s in specs] if offer else [],
         "raw": response.raw,
     }
+    if response.retried:
+        record["retried"] = list(response.retried)
     _note_unavailable(tools, state, record)
     emit(
         {

@@ -224,6 +224,7 @@ def build_trajectory(
                         if step_rewards
                         else record.get("feedback"),
                         "unavailable_servers": record.get("unavailable_servers"),
+                        "retried": record.get("retried"),
                     },
                 },
                 reward={

@@ -7,7 +7,9 @@ from a proxy, truncated JSON) is retried the same way, then raised as :class:`Mo
 naming the endpoint. A reply longer than ``max_output_chars`` is refused with a
 :class:`ModelError` (a runaway generation would otherwise be stored in every checkpoint
 after it). Each call is captured as a :class:`ModelResponse` with the tool calls, usage,
-latency and the raw response.
+latency, the raw response and what went wrong with the attempts that were retried (the
+unusable bodies, and the HTTP error statuses the client retried), which the LLM call's trace
+record keeps.
 
 The fakes :class:`~aworld_graph.testing.FunctionModel` and
 :class:`~aworld_graph.testing.ScriptedModel` implement the same :class:`ChatModel` protocol.
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+import httpx
 import openai
 
 from ._secrets import register_secret, scrub_text
@@ -52,6 +55,8 @@ RETRY_BASE_S = 0.5
 _SAMPLING_TEMPERATURE: ContextVar[float | None] = ContextVar(
     "aworld_graph_sampling_temperature", default=None
 )
+_RETRIED: ContextVar[list[str] | None] = ContextVar("aworld_graph_retried", default=None)
+"""The notes of the model call in progress: what went wrong with each attempt so far."""
 
 
 @contextmanager
@@ -112,6 +117,9 @@ class ModelResponse:
     """Why generation stopped (``stop``, ``tool_calls``, ``length``…)."""
     raw: dict[str, Any] = field(default_factory=dict)
     """The endpoint's response as JSON (for streams: the assembled reply)."""
+    retried: list[str] = field(default_factory=list)
+    """What went wrong with each attempt that was retried before this reply, oldest first
+    (``HTTP 502 Bad Gateway``, ``an HTML page: '<html>…'``…); empty when the first answered."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -245,7 +253,9 @@ class OpenAIModel:
             return self._client
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            http = openai.DefaultAsyncHttpxClient(verify=_ssl_context())
+            http = openai.DefaultAsyncHttpxClient(
+                verify=_ssl_context(), event_hooks={"response": [_note_error_status]}
+            )
             self._client = openai.AsyncOpenAI(http_client=http, **self._client_args)
             self._client_loop = loop
             self._keeper = _close_at_shutdown(self._client)
@@ -281,21 +291,28 @@ class OpenAIModel:
             kwargs["temperature"] = override
         started = time.perf_counter()
         attempt = 0
-        while True:
-            try:
-                response = await self._call(kwargs, on_token)
-                break
-            except _Unusable as bad:
-                if attempt >= self.max_retries:
-                    raise ModelError(
-                        f"model endpoint {self._where()} answered model {self.name!r} with a "
-                        f"body that is not a chat completion ({bad}; {attempt + 1} attempt(s)); "
-                        "check LLM_BASE_URL (it must be the "
-                        "OpenAI-compatible /v1 URL, not a web page or proxy) or the server's log"
-                    ) from None
-                await asyncio.sleep(RETRY_BASE_S * 2**attempt)
-                attempt += 1
+        retried: list[str] = []
+        notes = _RETRIED.set(retried)
+        try:
+            while True:
+                try:
+                    response = await self._call(kwargs, on_token)
+                    break
+                except _Unusable as bad:
+                    if attempt >= self.max_retries:
+                        raise ModelError(
+                            f"model endpoint {self._where()} answered model {self.name!r} with "
+                            f"a body that is not a chat completion ({bad}; {attempt + 1} "
+                            "attempt(s)); check LLM_BASE_URL (it must be the OpenAI-compatible "
+                            "/v1 URL, not a web page or proxy) or the server's log"
+                        ) from None
+                    retried.append(str(bad))
+                    await asyncio.sleep(RETRY_BASE_S * 2**attempt)
+                    attempt += 1
+        finally:
+            _RETRIED.reset(notes)
         response.latency_ms = (time.perf_counter() - started) * 1000
+        response.retried = retried
         return response
 
     def _where(self) -> str:
@@ -415,6 +432,14 @@ class OpenAIModel:
             finish_reason=finish,
             raw=raw,
         )
+
+
+async def _note_error_status(response: httpx.Response) -> None:
+    """An httpx response hook: an attempt answered with an error status, which the client
+    retries (429, 5xx) or the call raises; kept in the notes of the call in progress."""
+    notes = _RETRIED.get()
+    if notes is not None and response.status_code >= 400:
+        notes.append(f"HTTP {response.status_code} {response.reason_phrase}".strip())
 
 
 class _Unusable(Exception):

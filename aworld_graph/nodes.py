@@ -126,16 +126,15 @@ class Critic:
         ]
         response = await tracing.model_call(model, prompt)
         score, feedback = _parse_llm_verdict(response.content)
-        return (
-            score,
-            feedback,
-            {
-                "model": response.model,
-                "usage": response.usage.as_dict(),
-                "latency_ms": round(response.latency_ms, 3),
-                "content": response.content,
-            },
-        )
+        llm: TraceRecord = {
+            "model": response.model,
+            "usage": response.usage.as_dict(),
+            "latency_ms": round(response.latency_ms, 3),
+            "content": response.content,
+        }
+        if response.retried:
+            llm["retried"] = list(response.retried)
+        return score, feedback, llm
 
     @tracing.critic_step
     async def node(self, state: SwarmState, config: RunnableConfig) -> dict[str, Any]:

@@ -108,6 +108,10 @@ class TraceRecord(TypedDict, total=False):
     """``llm``: the provider's reply as it came."""
     unavailable_servers: dict[str, str]
     """``llm``: MCP servers left out, and why (once per run, at the agent's first call)."""
+    retried: list[str]
+    """``llm`` (and an LLM judge's ``critic``): what went wrong with each attempt of the model
+    call that was retried before the reply (an HTML page from a proxy, a truncated body, an
+    HTTP 5xx…), oldest first; absent when the first attempt answered."""
     tool_results: list[ToolResult]
     """``tools``: one per call, in the calls' order."""
     error: str | None

@@ -1,6 +1,7 @@
 """An endpoint answering 200 with something that is not a chat completion is retried like a
 5xx, then a ModelError naming the endpoint; an oversized reply is refused, recorded, and the
-run can be resumed (issue 22)."""
+run can be resumed (issue 22); what a retried attempt got is kept in the step's trace record
+(issue 34)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from aworld_graph import Agent, Runners
+from aworld_graph import Agent, Runners, TaskConfig
 from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.errors import ModelError
 from aworld_graph.model import OpenAIModel
-from tests.fake_openai import FakeOpenAI, body, calls, text
+from aworld_graph.trajectory import load_run
+from tests.fake_openai import FakeOpenAI, body, calls, status, text
 
 NOT_COMPLETIONS = [
     body(200, b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>", "text/html"),
@@ -95,3 +97,36 @@ def test_an_oversized_answer_is_recorded_once_and_the_run_resumes(
     again = asyncio.run(Runners.resume("big", agent=agent, checkpointer=saver))
     saver.close()
     assert again.status == "finished" and again.answer == "short"
+
+
+@pytest.mark.parametrize(
+    ("bad", "noted"),
+    [
+        (NOT_COMPLETIONS[0], "an HTML page: '<!DOCTYPE html><html><body>502 Bad Gateway"),
+        (NOT_COMPLETIONS[1], "JSONDecodeError: Unterminated string"),
+        (status(429), "HTTP 429 Too Many Requests"),  # retried by the openai client itself
+    ],
+    ids=["html", "truncated", "429"],
+)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_retried_model_error_is_kept_in_the_steps_trace(
+    fake_openai: FakeOpenAI, tmp_path: Path, bad: dict, noted: str, stream: bool
+) -> None:
+    fake_openai.add(bad, text("fine"), text("first time"))
+    agent = Agent(name="w", model=OpenAIModel(model="m", base_url=fake_openai.url, max_retries=2))
+    conf = TaskConfig(stream=stream)
+    with TrajectorySaver(tmp_path / "runs.db") as saver:
+        response = Runners.sync_run("hi", agent=agent, task_id="r", conf=conf, checkpointer=saver)
+        assert response.answer == "fine"
+        Runners.sync_run("hi", agent=agent, task_id="clean", conf=conf, checkpointer=saver)
+        run, clean = load_run(saver, "r"), load_run(saver, "clean")
+    assert run is not None and clean is not None
+    (llm,) = [r for r in run.trace if r["kind"] == "llm"]
+    (note,) = llm["retried"]
+    if stream and "HTTP" not in noted:  # a body that is not server-sent events, whatever it is
+        noted = "a stream without a single completion chunk"
+    assert noted in note, note
+    assert run.trajectory()[0]["action"]["ext_info"]["retried"] == [note]
+    (answered,) = [r for r in clean.trace if r["kind"] == "llm"]
+    assert "retried" not in answered and clean.answer == "first time"
+    assert clean.trajectory()[0]["action"]["ext_info"]["retried"] is None
