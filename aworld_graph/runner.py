@@ -30,6 +30,15 @@ from .task import Task, TaskResponse
 __all__ = ["Runners", "default_checkpointer"]
 
 
+def _with_outputs(values: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """``values``, where it edits ``answer`` alone, with the outputs that held the old answer
+    edited too: the answer is the output of the node that gave it."""
+    if "answer" not in values or "outputs" in values or current.get("answer") is None:
+        return values
+    gave = [k for k, v in (current.get("outputs") or {}).items() if v == current["answer"]]
+    return {**values, "outputs": dict.fromkeys(gave, values["answer"])} if gave else values
+
+
 async def _free_thread(
     saver: BaseCheckpointSaver[Any], source: str, target: str, replace: bool
 ) -> None:
@@ -228,7 +237,9 @@ class Runners:
         this one's) unless ``replace`` deletes it first. ``values`` are state updates (list
         channels such as ``messages`` append; ``context`` merges; single values are replaced);
         unknown fields and values of the wrong type are a DefinitionError listing every one.
-        Continue with :meth:`resume` on the returned id.
+        A new ``answer`` is also the new output of the node that gave the old one (the
+        ``outputs`` entries equal to it, unless ``values`` sets ``outputs``), so a critic
+        judging that node judges the edit. Continue with :meth:`resume` on the returned id.
         """
         problems = update_problems(dict(values or {}))
         if problems:
@@ -263,7 +274,9 @@ class Runners:
                 **snapshot.config,
                 "metadata": {**carried, "forked_from": f"{task_id}@{checkpoint_id or 'latest'}"},
             }
-            await compiled.aupdate_state(fork_config, dict(values or {}), as_node=None)
+            await compiled.aupdate_state(
+                fork_config, _with_outputs(dict(values or {}), snapshot.values), as_node=None
+            )
             return thread
         finally:
             await close_graph(graph)
