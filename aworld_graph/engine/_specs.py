@@ -8,7 +8,8 @@ A task's agent or swarm travels as one of three source specs, tried in this orde
 * ``{"kind": "data", ...}`` – a meta-learning candidate: its workflow as data and the
   references of the model objects it was materialized with (see :func:`remember`);
 * ``{"kind": "file", "path", "versions"}`` – a swarm loaded from a workflow file with no model
-  objects set on it; the worker loads the same file and checks the workflow and card versions.
+  objects set on it, wherever it was loaded (the script being run included); the worker loads
+  the same file and checks the workflow and card versions.
 
 Anything else (defined in ``__main__``, built inside a function, a model object set by hand)
 cannot be rebuilt on another process: :func:`task_spec` raises a :class:`DefinitionError`
@@ -125,7 +126,7 @@ def _model_objects(swarm: Any) -> list[str]:
 def source_spec(obj: Any) -> dict[str, Any]:
     """The source spec of an agent or swarm (see the module docstring)."""
     what = f"{type(obj).__name__} {getattr(obj, 'name', obj)!r}"
-    ref, in_main = _find(obj)
+    ref, _ = _find(obj)
     if ref is not None:
         return {"kind": "ref", "ref": ref}
     recipe = _recipes.get(obj) if not isinstance(obj, Agent) else None
@@ -139,7 +140,7 @@ def source_spec(obj: Any) -> dict[str, Any]:
             "info": json.loads(json.dumps(recipe["info"], default=str)),
         }
     info = getattr(obj, "info", None) or {}
-    if info.get("workflow") and not in_main:
+    if info.get("workflow"):  # wherever it was loaded, __main__ included
         with_models = _model_objects(obj)
         if with_models:
             raise DefinitionError(
