@@ -132,12 +132,22 @@ def assistant_message(response: ModelResponse) -> Message:
 
 
 def turn_input(name: str, state: SwarmState) -> str:
-    """What a private turn starts from: the task, earlier outputs, critic feedback."""
+    """What a private turn starts from: the task, what people replied at human steps, earlier
+    outputs, critic feedback.
+
+    The replies come before the results they are about: a small model often repeats the last
+    result it was shown, and a repeat must end where that result ends, not run on into the
+    label of a block after it."""
     parts = [str(state.get("input", ""))]
+    people = {r.get("node") for r in state.get("trace") or [] if r.get("kind") == "human"}
     outputs = {k: v for k, v in (state.get("outputs") or {}).items() if k != name}
-    if outputs:
+    replies = {k: v for k, v in outputs.items() if k in people}
+    results = {k: v for k, v in outputs.items() if k not in people}
+    if replies:
+        parts.append("\n".join(f"A person replied at {k}: {v}" for k, v in replies.items()))
+    if results:
         parts.append(
-            "Results from earlier steps:\n" + "\n".join(f"[{k}]\n{v}" for k, v in outputs.items())
+            "Results from earlier steps:\n" + "\n".join(f"[{k}]\n{v}" for k, v in results.items())
         )
     critiques = [r for r in state.get("rewards", []) if r.get("judged") == name]
     if critiques and critiques[-1].get("status") == "retry":

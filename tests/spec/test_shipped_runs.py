@@ -177,6 +177,32 @@ async def test_approval_publishes_on_approve_and_revises_otherwise(saver: Any) -
     assert done.answer.startswith("Announced:")
 
 
+async def test_the_publisher_repeating_the_approved_plan_repeats_nothing_after_it(
+    saver: Any,
+) -> None:
+    """A small model often repeats the result it was shown as its answer. The publisher's
+    request ends with the approved plan, the person's reply coming before the results, so
+    such a repeat is the plan and nothing of the request after it (no ``[approval]``)."""
+    plan = "1. Book a room by the lake\n2. Order food"
+
+    def repeat(messages: list[dict[str, Any]], tools: Any) -> str:
+        return last_user_text(messages).split("[drafter]\n", 1)[1]
+
+    swarm = load_workflow(
+        "workflows/approval.yaml",
+        models={"drafter": ScriptedModel([plan]), "publisher": FunctionModel(repeat)},
+    )
+    await Runners.run("Plan an offsite", swarm=swarm, task_id="appr-2", checkpointer=saver)
+    done = await Runners.resume("appr-2", swarm=swarm, value="approve", checkpointer=saver)
+    assert done.success and order(done)[-1] == "publisher"
+    assert done.answer == plan
+    request = last_user_text(done.state["messages"])
+    assert request == (
+        "Plan an offsite\n\nA person replied at approval: approve\n\n"
+        f"Results from earlier steps:\n[drafter]\n{plan}"
+    )
+
+
 def test_cli_runs_a_workflow_file_and_records_it(
     fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
