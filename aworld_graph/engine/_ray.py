@@ -32,9 +32,27 @@ from ._specs import source_spec, task_spec
 __all__ = ["run_on_ray", "shutdown"]
 
 
-def _ray() -> Any:
+_ONE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch, read once when ``ray`` is imported, that makes this process take 127.0.0.1
+as its node's address instead of finding the machine's outward address (a connection
+attempt towards 8.8.8.8, and a warning on stderr where there is no route)."""
+
+
+def _ray(*, local: bool) -> Any:
+    """``ray``, imported. ``local``: this process will start a cluster of its own, on this
+    machine only. Where this process imports Ray first, Ray is then imported with its node
+    address fixed to 127.0.0.1, and with its token authentication on, as Ray's default for a
+    new local cluster is, but without the warning that announces that default."""
     try:
-        import ray
+        if local and "ray" not in sys.modules and _ONE_MACHINE not in os.environ:
+            os.environ.setdefault("RAY_AUTH_MODE", "token")  # Ray sets it so itself, loudly
+            os.environ[_ONE_MACHINE] = "0"
+            try:
+                import ray
+            finally:
+                del os.environ[_ONE_MACHINE]  # not inherited by what this process starts
+        else:
+            import ray
     except ImportError:
         raise ConfigError(
             "RunConfig(engine_name='ray') needs Ray: pip install 'aworld-graph[ray]'"
@@ -80,6 +98,7 @@ class _Pool:
             max_concurrency=_CALLS,
             runtime_env=self.conf.runtime_env,
             max_restarts=0,
+            scheduling_strategy="SPREAD",  # over the cluster's machines, not packed on one
         )
         return remote.remote([os.getcwd()], self.conf.max_concurrency)
 
@@ -172,7 +191,7 @@ async def run_on_ray(
     run ends. When a worker dies, what its chunk had not finished is dealt again over the
     workers (a fresh actor takes the dead one's place) and resumes from its last checkpoint.
     ``tick`` is called with each response as it arrives."""
-    ray = _ray()
+    ray = _ray(local=not conf.address and not os.environ.get("RAY_ADDRESS"))
     from ray.exceptions import RayActorError
 
     store = _store(saver)

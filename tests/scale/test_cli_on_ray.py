@@ -175,6 +175,9 @@ def test_ctrl_c_stops_a_ray_batch_cleanly_and_the_same_command_finishes_it(
         assert "Traceback" not in out + err, err
         assert "12 tasks: 12 ok, 0 failed" in out
         assert re.search(r"runs .* 12/12", err), err
+        # Ray's warnings about finding the machine's address (there is no route to look for it
+        # along here) and about its default token authentication are not the user's concern
+        assert "Failed to determine local IP" not in err and "Token authentication" not in err, err
         cli.assert_nothing_left()
     assert all(line.split("\t")[2] == "forty-two" for line in out.splitlines()[:12])
     calls = Counter(r["body"]["messages"][-1]["content"] for r in server.requests)
