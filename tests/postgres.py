@@ -1,7 +1,8 @@
 """Throw-away PostgreSQL servers for tests: a fresh cluster in a temporary directory.
 
 ``PostgresServer`` runs ``initdb`` and ``postgres`` from the installed server programs
-(``find_bin_dir``), listening on 127.0.0.1 only, with trust authentication and durability
+(``find_bin_dir``), listening on 127.0.0.1 (and on the addresses a test names with
+``listen``, a network namespace's of its own), with trust authentication and durability
 turned off. Leaving the context stops the server and deletes its directory, whatever
 happened inside. ``skip_reason`` says why such a server cannot run here, for a test to skip.
 """
@@ -77,10 +78,19 @@ class PostgresServer:
     the server (pytest's main thread does).
     """
 
-    def __init__(self, *, start_timeout: float = 60.0, stop_timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        *,
+        start_timeout: float = 60.0,
+        stop_timeout: float = 15.0,
+        listen: tuple[str, ...] = (),
+    ) -> None:
+        """``listen``: addresses to listen on besides 127.0.0.1 (a test's own network
+        namespace's); clients on their subnets are trusted as local ones are."""
         reason = skip_reason()
         if reason is not None:
             raise RuntimeError(reason)
+        self._listen = listen
         self._bin = find_bin_dir() or Path()
         self._start_timeout = start_timeout
         self._stop_timeout = stop_timeout
@@ -184,10 +194,13 @@ class PostgresServer:
                 hint = f" (it runs as {owner.pw_name}: can that user reach {self.directory}?)"
             output = (result.stdout + result.stderr).decode(errors="replace")
             raise RuntimeError(f"initdb failed{hint}:\n{output}")
+        if self._listen:
+            with open(self.directory / "data" / "pg_hba.conf", "a") as hba:
+                hba.write("host all all samenet trust\n")
 
     def _spawn(self, owner: pwd.struct_passwd | None) -> None:
         settings = {
-            "listen_addresses": "127.0.0.1",
+            "listen_addresses": ",".join(("127.0.0.1", *self._listen)),
             "port": str(self._port),
             "unix_socket_directories": str(self.directory),
             "fsync": "off",

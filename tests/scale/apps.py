@@ -28,6 +28,16 @@ def square(n: int) -> int:
     return n * n
 
 
+@tool
+def record(task: str) -> str:
+    """Records that this call ran: a line with the task, this process's network namespace and
+    its pid, appended to the file named by ``AWORLD_TEST_TOOL_LOG``."""
+    namespace = os.readlink("/proc/self/ns/net")
+    with open(os.environ["AWORLD_TEST_TOOL_LOG"], "a") as log:
+        log.write(f"{task} {namespace} {os.getpid()}\n")
+    return f"recorded {task} in {namespace}"
+
+
 _in_flight = {"now": 0, "peak": 0}
 
 
