@@ -277,7 +277,7 @@ def _check(command: list[str], tmp: Path) -> None:
         defined = set(
             tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
         )
-        named = set().union(*(_extras(a) for a in args[1:] if a != "-e"))
+        named = set().union(*(_extras(a) for a in args[1:] if not a.startswith("-")))
         assert named <= defined, (
             f"pip install names extras {sorted(named - defined)} that pyproject.toml lacks"
         )
