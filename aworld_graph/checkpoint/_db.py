@@ -1,8 +1,35 @@
 """Where checkpoints live: a SQLite file or a PostgreSQL database, behind one small interface:
-:class:`Tx` inside a database's ``read()``, or given to ``each(fn)`` (one write transaction,
-committed before ``each`` returns, or rolled back; ``aeach`` for an event loop). SQLite:
-``BEGIN IMMEDIATE`` on a pooled connection in WAL mode, one writer at a time (the writes
-asked for meanwhile commit together next); PostgreSQL: a psycopg 3 pool, writers at once.
+:class:`Tx` inside a database's ``read()`` (one snapshot), or given to ``each(fn)`` (one write
+transaction, committed before ``each`` returns, or rolled back and raised; ``aeach`` is
+``each`` in a worker thread, for an event loop).
+
+The write path, and what the rest of the package relies on:
+
+1. A SQLite write is, in the caller's thread: the database's ``threading.Lock``, an exclusive
+   ``flock`` of ``<file>-lock`` (every saver of every process takes it, so processes take turns
+   without SQLite's busy polling), ``BEGIN IMMEDIATE``, ``fn(tx)``, ``COMMIT``; the flock and
+   the lock are let go in reverse order. So at most one write transaction runs on a file at
+   a time, and a write reads the state every earlier write committed. Writers that take no
+   flock (another program) meet SQLite's own write lock and its busy timeout.
+2. A PostgreSQL write is one transaction on a pooled connection; several run at once. What
+   must not interleave takes a transaction-level advisory lock inside the transaction
+   (:mod:`._lease`, :mod:`._write`), released by its commit or rollback.
+3. ``fn`` raising, or the commit failing, rolls the whole transaction back: a write is
+   stored whole or not at all. A process killed between two statements of a write leaves
+   nothing of it: SQLite rolls back the uncommitted tail of the log when the file is next
+   opened, PostgreSQL aborts the transaction of a dropped connection; the kernel lets go of
+   a dead process's flock. Each ``put`` and ``put_writes`` is one write, so a crash between
+   two of them leaves every earlier one whole (LangGraph resumes from the last checkpoint and
+   runs again the tasks whose writes are missing).
+4. Who may write a thread: a saver that holds the thread's lease row (``checkpoint_leases``,
+   :mod:`._lease`), or any saver while no live holder has it. ``put`` and ``put_writes`` read
+   the lease in their own transaction before they write; taking the lease reads and writes
+   it in one transaction (on PostgreSQL under the thread's exclusive advisory lock, which
+   waits for writes of the thread in progress). So a check and the write it allows are
+   atomic: a second run of a thread fails with ``ThreadBusy`` before it writes anything.
+5. Async calls wait in a worker thread (``asyncio.to_thread``); the database starts no
+   thread, keeps no queue and no timer. A cancelled ``aeach`` stops its caller waiting; the
+   write in its thread commits or rolls back whole, as in 3.
 """
 
 from __future__ import annotations
@@ -13,11 +40,8 @@ import os
 import queue
 import sqlite3
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
-from dataclasses import dataclass
+from contextlib import contextmanager, nullcontext, suppress
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -41,7 +65,6 @@ AT_CHECKPOINT = "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 Unpack = Callable[[bytes], Any]
 """Decodes a stored msgpack value (the saver's serializer)."""
 BUSY_TIMEOUT_S = 60.0
-HANDOVER_S = 0.05
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _CORRUPT = ("not a database", "malformed", "encrypted", "Could not decode")  # not a sound file
 
@@ -80,23 +103,10 @@ class Tx:
         return orjson.loads(value) if isinstance(value, (str, bytes)) else value
 
 
-def _to_wal(conn: sqlite3.Connection) -> str:
-    """Switch the file to WAL (a no-op once it is), tried again while another connection opening
-    it at once has it locked (SQLite's busy handler does not cover this) up to the timeout."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    while True:
-        try:
-            return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
 class SqliteDatabase:
-    """A SQLite file (created with its folders on first use). ``vet(tx)`` looks at a file
-    not in WAL mode yet (new, or not made by a saver) before a connection switches it, and
-    raises to leave it as it is."""
+    """A SQLite file (created with its folders on first use) in WAL mode: readers read beside
+    the one writer. ``vet(tx)`` looks at a file not in WAL mode yet (new, or not made by a
+    saver) before a connection switches it, and raises to leave it as it is."""
 
     dialect: Literal["sqlite"] = "sqlite"
 
@@ -107,32 +117,12 @@ class SqliteDatabase:
         self.label = str(path)
         self._vet = vet
         self._sync = "FULL" if durability == "full" else "NORMAL"
-        # the one used last comes first: its page cache is still good unless another wrote
+        # the connection given back last is handed out first: SQLite keeps a connection's page
+        # cache only while no other connection has written since it last read
         self._idle: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
-        self._lock = threading.Lock()  # held by the thread running a transaction
+        self._lock = threading.Lock()  # this saver's writers, one at a time
         self._lock_fd: int | None = None
-        self._lock_pid = 0  # a forked child shares its parent's open file: its own then
-        self._waiting: deque[_Job] = deque()  # for the next group (a deque: thread-safe)
-
-    def _lock_file(self) -> int:
-        """``<file>-lock``, which every process's writers ``flock`` one at a time (this one's
-        hold ``self._lock`` first): the kernel wakes a waiter at once (SQLite's busy handler
-        sleeps 1-100 ms between tries: two processes writing one file idled a third of the time)."""
-        if self._lock_fd is None or self._lock_pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = os.open(f"{self.path}-lock", os.O_RDWR | os.O_CREAT, 0o644)
-            self._lock_pid = os.getpid()
-        return self._lock_fd
-
-    @contextmanager
-    def _writer(self, taken: bool = False) -> Iterator[None]:
-        """The file's lock (``taken``: already), let go when the block ends."""
-        if not taken:
-            fcntl.flock(self._lock_file(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)  # type: ignore[arg-type]
+        self._lock_pid = 0  # a forked child shares its parent's open file: it opens its own
 
     @property
     def read_only(self) -> bool:
@@ -142,7 +132,25 @@ class SqliteDatabase:
             return False
         return not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK))
 
-    def _connect(self) -> sqlite3.Connection:
+    @contextmanager
+    def _turn(self) -> Iterator[None]:
+        """This process's and every other's writers one at a time: the saver's lock, then an
+        exclusive ``flock`` of ``<file>-lock``, both let go when the block ends (the kernel
+        lets go of the flock of a process that dies)."""
+        with self._lock:
+            if self._lock_fd is None or self._lock_pid != os.getpid():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._lock_fd = os.open(f"{self.path}-lock", os.O_RDWR | os.O_CREAT, 0o644)
+                self._lock_pid = os.getpid()
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _connect(self, in_turn: bool) -> sqlite3.Connection:
+        """A new connection; a file not in WAL mode yet is vetted and switched in a write
+        turn (``in_turn``: the caller has it), so two processes never switch it at once."""
         if self.read_only:  # with no -wal beside it, nothing is being written: immutable
             mode = "mode=ro" if Path(f"{self.path}-wal").exists() else "immutable=1"
             uri = f"file:{quote(str(self.path.resolve()))}?{mode}"
@@ -151,182 +159,75 @@ class SqliteDatabase:
         conn = sqlite3.connect(
             str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
-        if self._vet is not None and conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            try:
-                self._vet(Tx("sqlite", conn))
-            except BaseException:
-                conn.close()
-                raise
-        if (mode := _to_wal(conn)).lower() != "wal":
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                with nullcontext() if in_turn else self._turn():
+                    self._to_wal(conn)
+            conn.execute(f"PRAGMA synchronous={self._sync}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _to_wal(self, conn: sqlite3.Connection) -> None:
+        if self._vet is not None:
+            self._vet(Tx("sqlite", conn))
+        if (mode := str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])).lower() != "wal":
             raise ConfigError(
                 f"cannot switch {self.path} to WAL journal mode (got {mode!r}); put the "
                 "database on a local filesystem"
             )
-        conn.execute(f"PRAGMA synchronous={self._sync}")
-        return conn
 
-    def read(self) -> AbstractContextManager[Tx]:
+    @contextmanager
+    def _connection(self, in_turn: bool) -> Iterator[sqlite3.Connection]:
+        """A pooled connection, given back when the block ends (closed instead if a
+        transaction is still open on it: one whose rollback failed)."""
+        try:
+            conn = self._idle.get_nowait()
+        except queue.Empty:
+            conn = self._connect(in_turn)
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:
+                conn.close()
+            else:
+                self._idle.put(conn)
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
         """A read transaction: one consistent snapshot for every statement in it."""
-        return self._session("BEGIN")
+        with self._errors(writes=False), self._connection(in_turn=False) as conn:
+            conn.execute("BEGIN")
+            try:
+                yield Tx("sqlite", conn)
+            finally:
+                conn.execute("ROLLBACK")  # it wrote nothing
 
     def each(self, fn: Callable[[Tx], T]) -> T:
-        """``fn(tx)`` in a write transaction committed before this returns, or raising. Group
-        commit: writes asked for while a transaction runs go in the next, in order, each in a
-        savepoint (one that raises is undone alone; a failed transaction raises in each)."""
-        self._waiting.append(job := _Job(fn))
-        self._lock.acquire()  # the transaction before has ended: commit what waits, this too
-        self._drain()
-        return self._outcome(job)  # type: ignore[no-any-return]
+        """``fn(tx)`` in a write transaction, committed before this returns; if ``fn`` or the
+        commit raises, nothing of it is stored and this raises."""
+        with self._errors(writes=True), self._turn(), self._connection(in_turn=True) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(Tx("sqlite", conn))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return result
 
     async def aeach(self, fn: Callable[[Tx], T]) -> T:
-        """:meth:`each` for an event loop, whose thread no write blocks: the write waits on a
-        future (not in a thread). While the file is free its group commits here at once (it
-        holds the loop for the commit, a fraction of a millisecond); else a thread waits for
-        the file and hands the group back to this loop. Cancelled, the write still commits."""
-        loop = asyncio.get_running_loop()
-        self._waiting.append(job := _Job(fn, loop, future := loop.create_future()))
-        self._start(loop)
-        await future
-        return self._outcome(job)  # type: ignore[no-any-return]
-
-    def _outcome(self, job: _Job) -> Any:
-        with self._errors(writes=True):  # as a write failing here would say (in this thread)
-            if job.error is not None:
-                raise job.error
-        return job.result
-
-    def _take(self) -> list[_Job]:
-        return [self._waiting.popleft() for _ in range(len(self._waiting))]
-
-    def _drain(self, taken: bool = False) -> None:
-        """(Holding ``self._lock``.) Commit what waits, a group at a time, and let
-        ``self._lock`` go: taken again if a write came meanwhile that nobody took."""
-        while True:
-            try:
-                while self._waiting or taken:
-                    self._commit(self._take(), taken)
-                    taken = False
-            finally:
-                self._lock.release()
-            if not self._waiting or not self._lock.acquire(blocking=False):
-                return
-
-    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """(In ``loop``.) Unless this process commits already, commit what waits: here if the
-        file's lock is free, else once a thread has waited for it (:meth:`_handover`)."""
-        while self._waiting and self._lock.acquire(blocking=False):
-            try:  # no lock file (a read-only folder): the thread's commit says so
-                fcntl.flock(self._lock_file(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return self._in_thread(self._handover, loop)
-            self._commit_here()
-
-    def _commit_here(self) -> None:
-        """(Holding both locks, in a loop.) Commit what waits; SQLite's own lock taken (by a
-        program not using ``<file>-lock``): a thread waits for it instead."""
-        if self._commit(group := self._take(), taken=True, wait=False):
-            self._lock.release()
-        else:
-            self._waiting.extendleft(reversed(group))
-            self._in_thread(self._drain)
-
-    def _in_thread(self, target: Callable[..., None], *args: Any) -> None:
-        """``target(*args)`` in a thread of its own, holding ``self._lock``; if no thread can
-        start (the interpreter exiting), what waits is committed here."""
-        try:
-            threading.Thread(
-                target=target, args=args, name="aworld-graph-write", daemon=True
-            ).start()
-        except RuntimeError:
-            self._drain()
-
-    def _handover(self, loop: asyncio.AbstractEventLoop) -> None:
-        """(A thread holding ``self._lock``.) Wait for the file's lock, then let ``loop``
-        commit: its thread does not wait for the GIL at every statement, as this one would
-        behind the busy loop. A loop that has not begun to within ``HANDOVER_S`` (closed, or
-        blocked, say in a sync write of its own) leaves the commit to this thread."""
-        try:
-            fcntl.flock(self._lock_file(), fcntl.LOCK_EX)
-        except OSError:
-            return self._drain()  # its commit fails each write with the error, named
-        claim, claimed = threading.Lock(), threading.Event()
-
-        def on_loop() -> None:
-            if claim.acquire(blocking=False):
-                claimed.set()
-                self._commit_here()
-                self._start(loop)
-
-        try:
-            loop.call_soon_threadsafe(on_loop)
-        except RuntimeError:  # closed
-            pass
-        else:
-            if claimed.wait(HANDOVER_S):
-                return
-        if claim.acquire(blocking=False):
-            self._drain(taken=True)
-
-    def _commit(self, group: list[_Job], taken: bool = False, wait: bool = True) -> bool:
-        """Commit ``group`` (``taken``: the file's lock is held already; let go after);
-        ``False``, with nothing done, if not ``wait`` and SQLite's lock is taken."""
-        try:
-            with self._session("BEGIN IMMEDIATE", taken, wait) as tx:
-                for job in group:
-                    tx.run("SAVEPOINT job")
-                    try:
-                        job.result = job.fn(tx)
-                    except Exception as exc:
-                        job.error = exc
-                        tx.run("ROLLBACK TO job")
-                    tx.run("RELEASE job")
-        except _Busy:
-            return False
-        except BaseException as exc:  # nothing of the group is stored
-            for job in group:
-                job.error = job.error or exc
-        for job in group:
-            if job.future is not None:
-                with suppress(RuntimeError):  # its loop has closed: nobody waits
-                    job.loop.call_soon_threadsafe(_settle, job.future)  # type: ignore[union-attr]
-        return True
+        """:meth:`each` in a worker thread. Cancelled, the caller stops waiting; the write
+        goes on in its thread and commits or rolls back whole."""
+        return await asyncio.to_thread(self.each, fn)
 
     def vacuum(self) -> None:
         """``VACUUM`` (outside any transaction), then the write-ahead log truncated."""
-        self._lock.acquire()
-        try:
-            with self._session(None) as tx:
-                tx.run("VACUUM")
-                tx.run("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            self._drain()  # the writes that came meanwhile
-
-    @contextmanager
-    def _session(self, begin: str | None, taken: bool = False, wait: bool = True) -> Iterator[Tx]:
-        writes = begin != "BEGIN"
-        with self._errors(writes), self._writer(taken) if writes else nullcontext():
-            try:
-                conn = self._idle.get_nowait()
-            except queue.Empty:
-                if not wait:  # opening one may wait (for WAL mode, for the schema)
-                    raise _Busy from None
-                conn = self._connect()
-            if begin and not wait:  # SQLite's busy handler would block the event loop
-                conn.execute("PRAGMA busy_timeout = 0")
-                try:
-                    conn.execute(begin)
-                except sqlite3.OperationalError as exc:
-                    if "locked" not in str(exc):
-                        raise
-                    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-                    self._idle.put(conn)
-                    raise _Busy from None
-                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            elif begin:
-                conn.execute(begin)
-            with conn:  # commits when the block ends, rolls back if it raises
-                yield Tx("sqlite", conn)
-            self._idle.put(conn)
+        with self._errors(writes=True), self._turn(), self._connection(in_turn=True) as conn:
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     @contextmanager
     def _errors(self, writes: bool) -> Iterator[None]:
@@ -360,37 +261,15 @@ class SqliteDatabase:
             raise RuntimeFailure(f"checkpoint database {self.path}: {exc!r}") from exc
 
     def close(self) -> None:
-        with suppress(queue.Empty):
-            while True:
-                self._idle.get_nowait().close()
-        self._lock.acquire()
-        try:
-            if self._lock_fd is not None:
+        """Close the idle connections and the lock file, once the write in progress (if
+        any) has ended; used again, the database opens what it needs anew."""
+        with self._lock:
+            with suppress(queue.Empty):
+                while True:
+                    self._idle.get_nowait().close()
+            if self._lock_fd is not None and self._lock_pid == os.getpid():
                 os.close(self._lock_fd)
-                self._lock_fd = None
-        finally:
-            self._drain()  # writes that came meanwhile reopen what they need
-
-
-@dataclass(slots=True)
-class _Job:
-    """A write waiting for its group's transaction, then what it gave (an async one's
-    ``future`` is set on its loop once it is done)."""
-
-    fn: Callable[[Tx], Any]
-    loop: asyncio.AbstractEventLoop | None = None
-    future: asyncio.Future[None] | None = None
-    result: Any = None
-    error: BaseException | None = None
-
-
-class _Busy(Exception):
-    """SQLite's write lock is taken, or no connection is open (raised before anything is done)."""
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():  # not cancelled
-        future.set_result(None)
+            self._lock_fd = None
 
 
 @lru_cache(maxsize=512)
@@ -426,9 +305,13 @@ class PostgresDatabase:
         try:  # one direct connection first: its error says what is wrong, at once
             psycopg.connect(url, connect_timeout=10).close()
             self._pool = ConnectionPool(
-                url, min_size=1, max_size=max_connections, configure=configure, open=False,
+                url,
+                min_size=1,
+                max_size=max_connections,
+                configure=configure,
+                open=False,
                 timeout=BUSY_TIMEOUT_S,
-            )  # fmt: skip
+            )
             self._pool.open(wait=True, timeout=30.0)
         except Exception as exc:  # psycopg.Error, or the pool timing out
             if hasattr(self, "_pool"):

@@ -19,8 +19,17 @@ from ..errors import ThreadBusy
 from ._db import Tx
 from ._schema import upsert_sql
 
-__all__ = ["HOST", "LEASE_COLUMNS", "LEASE_WIDTH", "Admit", "acquire", "admit", "lease_from"]
-__all__ += ["lock_for_retention", "release"]
+__all__ = [
+    "HOST",
+    "LEASE_COLUMNS",
+    "LEASE_WIDTH",
+    "Admit",
+    "acquire",
+    "admit",
+    "lease_from",
+    "lock_for_retention",
+    "release",
+]
 
 HOST = socket.gethostname()
 
@@ -87,7 +96,11 @@ def admit(tx: Tx, thread_id: str, me: str, held: bool, seconds: float, lease: An
 
 
 def acquire(tx: Tx, thread_id: str, me: str, seconds: float) -> None:
-    """Take the lease of ``thread_id`` for ``me``, or raise :class:`ThreadBusy`."""
+    """Take the lease of ``thread_id`` for ``me``, or raise :class:`ThreadBusy`. On PostgreSQL
+    the thread's exclusive advisory lock comes first: it waits for the writes and the other
+    takers of the thread in progress, so the lease read next is what they committed."""
+    if tx.dialect == "postgres":
+        tx.one("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (thread_id,))
     lease = tx.one(f"SELECT {LEASE_COLUMNS} FROM {lease_from(tx.dialect)}", (thread_id,) * 2)
     admit(tx, thread_id, me, False, seconds, lease[1:])  # type: ignore[index]
     row = (thread_id, me, HOST, os.getpid(), time.time() + seconds)

@@ -21,8 +21,16 @@ from ._db import AT_CHECKPOINT, Tx, Unpack
 from ._read import skeleton
 from ._trajectory import error_text, node_from_task_path
 
-__all__ = ["SCHEMA_VERSION", "check_version", "columns", "known_version", "mark", "schema_version"]
-__all__ += ["upgrade", "upsert_sql"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "check_version",
+    "columns",
+    "known_version",
+    "mark",
+    "schema_version",
+    "upgrade",
+    "upsert_sql",
+]
 
 FORMAT = "aworld-graph-checkpoints"
 SCHEMA_VERSION = 4

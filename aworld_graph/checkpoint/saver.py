@@ -9,7 +9,8 @@ import random
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from os import PathLike
 from pathlib import Path
@@ -26,7 +27,7 @@ from langgraph.checkpoint.base import (
 
 from ..errors import ConfigError, ThreadBusy
 from . import _lease, _retention, _schema
-from ._db import Durability, Tx, is_url, open_database
+from ._db import Durability, PostgresDatabase, SqliteDatabase, Tx, is_url, open_database
 from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
 from ._read import config_of, decoding, list_keys, to_tuples
 from ._serde import StrictSerializer
@@ -34,6 +35,15 @@ from ._texts import reading_texts
 from ._write import prepare_put, prepare_writes, store_put, store_writes
 
 __all__ = ["TrajectorySaver"]
+
+
+@dataclass(slots=True)
+class _Queue:
+    """The holds of one thread on one event loop: they take ``turn`` one after another."""
+
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
 
 T = TypeVar("T")
 _PAGE = 50  # tuples a list() reads at once: more make Python's collector scan more of them
@@ -110,13 +120,22 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         self._version: int | None = None
         self._guard = threading.Lock()
         self._me = f"{_lease.HOST}:{uuid.uuid4().hex[:12]}"
-        self._held: dict[str, threading.Event] = {}  # set when the hold ends
+        self._held: set[str] = set()  # threads a hold of this saver has (self._guard)
+        self._queues: dict[tuple[asyncio.AbstractEventLoop, str], _Queue] = {}  # (self._guard)
         self._database()  # a bad path, or a URL without the extra, fails here
 
     @property
     def label(self) -> str:
         """The store as messages name it (a URL without its password)."""
         return str(self._database().label)
+
+    @property
+    def database(self) -> SqliteDatabase | PostgresDatabase:
+        """The store's database layer (a :class:`~aworld_graph.checkpoint.Database`), for tables
+        kept beside the checkpoints (the optimizer's): read snapshots and write transactions on
+        this saver's connections and locks. Bring the store to this schema first
+        (:meth:`migrate`)."""
+        return self._database()  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"TrajectorySaver({str(self.path or self.label)!r}, durability={self.durability!r})"
@@ -158,16 +177,16 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         _lease.admit(tx, thread_id, self._me, held, self.lease_seconds, columns[1:])
 
     def _write(self, fn: Callable[..., T], *args: Any, checks: bool = False) -> T:
-        """``fn(tx, *args)`` in a write transaction on this schema (a store of an older one is
-        migrated first, a newer one refused: by ``fn`` through :meth:`_admit` if it
-        ``checks``), committed before this returns (SQLite: maybe with other writes)."""
+        """``fn(tx, *args)`` in one write transaction on this schema (a store of an older one
+        is migrated first, a newer one refused: by ``fn`` through :meth:`_admit` if it
+        ``checks``), committed before this returns."""
         db = self._database()
         result: T = db.each(self._job(db, fn, args, checks))
         self._version = _schema.SCHEMA_VERSION
         return result
 
     async def _awrite(self, fn: Callable[..., T], *args: Any, checks: bool = False) -> T:
-        """Async :meth:`_write`: the event loop is not blocked while the write waits."""
+        """Async :meth:`_write`: the same transaction, in a worker thread."""
         db = self._database()
         result: T = await db.aeach(self._job(db, fn, args, checks))
         self._version = _schema.SCHEMA_VERSION
@@ -218,10 +237,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         await asyncio.to_thread(self.close)
 
     @contextmanager
-    def hold(self, thread_id: str) -> Iterator[None]:
-        """Run ``thread_id`` alone: while held, other savers (processes, workers) get
-        :class:`~aworld_graph.errors.ThreadBusy` for it; so does a second ``hold`` here."""
-        thread_id = str(thread_id)
+    def _claim(self, thread_id: str) -> Iterator[None]:
+        """Mark ``thread_id`` held by this saver for the block, or raise :class:`ThreadBusy`
+        if a hold of this saver has it already."""
         with self._guard:
             if thread_id in self._held:
                 raise ThreadBusy(
@@ -230,41 +248,62 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
                     thread_id=thread_id,
                     holder=self._me,
                 )
-            self._held[thread_id] = threading.Event()
+            self._held.add(thread_id)
         try:
+            yield
+        finally:
+            with self._guard:
+                self._held.discard(thread_id)
+
+    @contextmanager
+    def hold(self, thread_id: str) -> Iterator[None]:
+        """Run ``thread_id`` alone: while held, other savers (processes, workers) get
+        :class:`~aworld_graph.errors.ThreadBusy` for it; so does a second ``hold`` here."""
+        thread_id = str(thread_id)
+        with self._claim(thread_id):
             self._write(_lease.acquire, thread_id, self._me, self.lease_seconds)
             try:
                 yield
             finally:
                 self._write(_lease.release, thread_id, self._me)
-        finally:  # released first: a run waiting here then takes the lease afresh
-            self._held.pop(thread_id).set()
 
     @asynccontextmanager
     async def ahold(self, thread_id: str) -> AsyncIterator[None]:
-        """Async :meth:`hold`. A run of the thread by this saver in progress is waited for
-        (in-process runs of one thread queue, as LangGraph's ``enqueue``); another process
-        or saver holding it raises :class:`~aworld_graph.errors.ThreadBusy` at once."""
+        """Async :meth:`hold`. Holds of the thread on this event loop take turns, in the order
+        they came (in-process runs of one thread queue, as LangGraph's ``enqueue``); a hold
+        of it by this saver elsewhere (a sync ``hold``, another event loop) or by another
+        saver or process raises :class:`~aworld_graph.errors.ThreadBusy` at once."""
         thread_id = str(thread_id)
-        while True:
-            with self._guard:
-                if (ends := self._held.get(thread_id)) is None:
-                    self._held[thread_id] = threading.Event()
-                    break
-            while not ends.is_set():  # noqa: ASYNC110 - set by a hold in any thread or loop
-                await asyncio.sleep(0.005)  # (waiting in a thread, many queued runs took them all)
+        key = (asyncio.get_running_loop(), thread_id)
+        with self._guard:
+            queue = self._queues.setdefault(key, _Queue())
+            queue.users += 1
         try:
-            try:
-                await self._awrite(_lease.acquire, thread_id, self._me, self.lease_seconds)
-            except asyncio.CancelledError:  # the acquire still commits: give it back after
-                await asyncio.shield(self._awrite(_lease.release, thread_id, self._me))
-                raise
-            try:
-                yield
-            finally:
-                await self._awrite(_lease.release, thread_id, self._me)
-        finally:  # released first: a run waiting here then takes the lease afresh
-            self._held.pop(thread_id).set()
+            async with queue.turn:
+                with self._claim(thread_id):
+                    acquire = asyncio.ensure_future(
+                        self._awrite(_lease.acquire, thread_id, self._me, self.lease_seconds)
+                    )
+                    try:
+                        await asyncio.shield(acquire)
+                    except asyncio.CancelledError:  # the write goes on in its thread
+                        await asyncio.shield(self._give_back(acquire, thread_id))
+                        raise
+                    try:
+                        yield
+                    finally:
+                        await self._awrite(_lease.release, thread_id, self._me)
+        finally:
+            with self._guard:
+                queue.users -= 1
+                if not queue.users:
+                    del self._queues[key]
+
+    async def _give_back(self, acquire: asyncio.Future[None], thread_id: str) -> None:
+        """Once a cancelled hold's lease write has ended, give back what it took."""
+        with suppress(Exception):  # not taken (ThreadBusy, a failed write): nothing to give
+            await acquire
+            await self._awrite(_lease.release, thread_id, self._me)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (the latest of its thread without an id)."""
