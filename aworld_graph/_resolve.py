@@ -1,14 +1,14 @@
 """Which model an agent gets: its ``AgentConfig``, else the ``LLM_*`` environment, else the
 embedded local model.
 
-It sits above :mod:`aworld_graph.model` and :mod:`aworld_graph._local_model` (the local model
+It sits above :mod:`aworld_graph.model` and :mod:`aworld_graph.local` (the local model
 is an ``OpenAIModel`` on a loopback server), so neither imports the other's user.
 """
 
 from __future__ import annotations
 
-from ._local_model import LocalModel
 from .config import AgentConfig
+from .local import LocalModel
 from .model import ChatModel, OpenAIModel
 
 __all__ = ["resolve_model"]

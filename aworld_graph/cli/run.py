@@ -411,7 +411,7 @@ def model() -> None:
 @click.option("--port", type=int, default=None, help="Port on 127.0.0.1 (free port by default).")
 def serve(port: int | None) -> None:
     """Serve the embedded model in the foreground; other processes reuse it."""
-    from .._local_model import serve_forever
+    from ..local import serve_forever
 
     serve_forever(port)
 
@@ -422,7 +422,7 @@ def check() -> None:
 
     On failure, prints how the server died and the command that rebuilds llama-cpp-python
     portably, and exits with status 1."""
-    from .._local_model import check as check_model
+    from ..local import check as check_model
 
     reply = check_model()
     click.echo(f"the embedded model answered: {reply.strip()!r}")

@@ -177,7 +177,7 @@ def _sample_as_carded(swarm: Swarm) -> None:
     """An agent given the embedded model object samples as its card says (``llm_temperature``,
     ``params``: the ``set_temperature`` / ``set_max_tokens`` edits); an agent whose model is
     resolved from its card gets them anyway. Other model objects are used as they are."""
-    from .._local_model import LocalModel
+    from ..local import LocalModel
 
     for node in swarm.nodes.values():
         if isinstance(node, Agent) and isinstance(node.model, LocalModel) and node.conf:

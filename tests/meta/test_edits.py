@@ -126,8 +126,8 @@ def test_more_rounds_for_a_critic_give_the_judged_node_the_calls_for_them() -> N
 def test_sampling_parameters_are_card_fields_the_search_changes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from aworld_graph._local_model import LocalModel
     from aworld_graph.agent import resolve_model
+    from aworld_graph.local.model import LocalModel
 
     for name in ("LLM_BASE_URL", "LLM_MODEL_NAME", "LLM_PROVIDER", "LLM_TEMPERATURE"):
         monkeypatch.delenv(name, raising=False)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aworld_graph import _local_model
+from aworld_graph.local import model as local_model
 from tests.fake_openai import FakeOpenAI
 
 needs_local = pytest.mark.skipif(
@@ -100,16 +100,16 @@ def test_a_stale_state_file_is_ignored_and_removed(
             "no-pid": json.dumps({"base_url": server.url}),
             "list": "[]",
         }[content]
-        _local_model.state_file().write_text(text)
-        assert _local_model._shared_server() is None
-    assert content == "garbage" or not _local_model.state_file().exists()
+        local_model.state_file().write_text(text)
+        assert local_model._shared_server() is None
+    assert content == "garbage" or not local_model.state_file().exists()
 
 
 def test_a_live_state_file_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWORLD_GRAPH_STATE_DIR", str(tmp_path))
     with FakeOpenAI() as server:
-        _local_model.state_file().write_text(
+        local_model.state_file().write_text(
             json.dumps({"base_url": server.url, "pid": os.getpid()})
         )
-        found = _local_model._shared_server()
+        found = local_model._shared_server()
         assert found is not None and found.base_url == server.url and found.process is None

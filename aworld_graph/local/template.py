@@ -1,6 +1,6 @@
 """How the embedded SmolLM2 model sees a chat: its ChatML template, tools and tool calls as text.
 
-Pure string work, no llama.cpp (the handler that generates is :mod:`._chat_handler`). Nothing
+Pure string work, no llama.cpp (the handler that generates is :mod:`.handler`). Nothing
 is HTML-escaped: quotes, ``<``, ``>`` and ``&`` reach the model as written.
 
 With tools offered, the system message lists them and says how to reply::
