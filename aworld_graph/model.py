@@ -169,7 +169,8 @@ async def _close_at_shutdown(client: openai.AsyncOpenAI) -> AsyncIterator[None]:
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
-    """One TLS context per process: building one per client costs ~25 ms."""
+    """One TLS context per process: building one loads the system's certificates, too dear
+    to repeat for every client."""
     return ssl.create_default_context()
 
 

@@ -7,8 +7,8 @@ llama-cpp-python's OpenAI-compatible app (``/v1/chat/completions``, ``/v1/models
   ``aworld-smollm2``);
 * a request whose client goes away (a client timeout, a cancelled task, a closed connection)
   stops its generation within a token, so the next request is served at once. llama-cpp-python
-  itself keeps generating a non-streamed reply to the end, holding the model lock (a runaway
-  tool argument held it 140 s past the client's timeout, and each retry queued behind it).
+  itself keeps generating a non-streamed reply to the end, holding the model lock, so a
+  runaway reply would hold every retry queued behind it.
 
 An assistant message whose ``content`` is ``null`` (allowed by the OpenAI API next to
 ``tool_calls``; llama-cpp-python's request model refuses it with a 500) is read as ``""``.

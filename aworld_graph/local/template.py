@@ -19,12 +19,9 @@ assistant message with ``tool_calls`` becomes ``Use <name>: <arguments>`` lines,
 message becomes a user turn ``The <name> tool returned: <result>``, and an assistant text
 turn becomes ``Reply: <text>``. Without tools the prompt is SmolLM2's plain ChatML.
 
-The format was chosen by measurement on SmolLM2-135M-Instruct (the log-probability of
-``Use calculator:`` against ``Reply:`` as the start of the reply): on 9 arithmetic questions
-the call was preferred every time (margins +1.8 to +3.5 nats), on 14 questions that need no
-tool the text reply was preferred 13 times ("Tell me a joke." +0.6 was the miss). The
-``message:`` / ``functions.<name>:`` labels of llama-cpp-python's ``chatml-function-calling``
-preferred ``message:`` on every arithmetic question by full-string score.
+The format was chosen because the model prefers ``Use calculator:`` to ``Reply:`` on arithmetic
+and the text reply elsewhere (the measurements are in docs/local-model.md); llama-cpp-python's
+``message:`` / ``functions.<name>:`` labels made it prefer ``message:`` on arithmetic too.
 """
 
 from __future__ import annotations
