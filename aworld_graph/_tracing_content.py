@@ -3,7 +3,7 @@
 Only used with ``configure(capture_content=True)``: chat messages become
 ``gen_ai.system_instructions`` / ``gen_ai.input.messages`` / ``gen_ai.output.messages``
 (role and typed parts), tool arguments and results become text. Every value goes through
-:func:`~aworld_graph._secrets.strip_secrets` first.
+:func:`~aworld_graph.secrets.strip_secrets` first.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._secrets import strip_secrets
+from .secrets import strip_secrets
 
 __all__ = ["as_json", "input_messages", "output_messages", "system_instructions", "text"]
 

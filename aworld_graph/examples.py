@@ -22,7 +22,7 @@ __all__ = ["agrees_with_tools", "calculator", "contains_number", "math_agent"]
 @tool
 def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression such as "17*23" or "(2+3)**2" and return the result."""
-    from .environment._calculator import CalculatorError, calculate
+    from .environment.calculator import CalculatorError, calculate
 
     try:
         return str(calculate(expression))

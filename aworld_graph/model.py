@@ -32,8 +32,8 @@ from urllib.parse import urlsplit
 import httpx
 import openai
 
-from ._secrets import register_secret, scrub_text
 from .errors import ModelError, UnexpectedModelCall
+from .secrets import register_secret, scrub_text
 
 __all__ = [
     "ChatModel",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .._secrets import strip_secrets
+from ..secrets import strip_secrets
 from ._db import Durability, is_url
 from ._inspect import ThreadSummary, TransitionRow
 from ._serde import StrictSerializer

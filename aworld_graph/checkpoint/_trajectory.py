@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from .._secrets import may_hold_secrets, strip_secrets
+from ..secrets import may_hold_secrets, strip_secrets
 
 __all__ = ["transition_row", "node_from_task_path", "duration_ms", "error_text"]
 

@@ -29,7 +29,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .._secrets import may_hold_secrets, strip_secrets
+from ..secrets import may_hold_secrets, strip_secrets
 from . import _texts
 from ._blobs import BaseInfo, encode_channel
 from ._db import AT_CHECKPOINT, Tx, Unpack

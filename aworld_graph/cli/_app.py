@@ -3,7 +3,7 @@
 Library errors (:class:`~aworld_graph.errors.AWorldGraphError`) and bad files become one
 line on stderr and exit code 1; they never print a traceback. While a command runs, what it
 writes to stdout and stderr has configured secrets and credential-shaped strings replaced
-(:func:`~aworld_graph._secrets.scrub_text`), and log records of the library and the packages
+(:func:`~aworld_graph.secrets.scrub_text`), and log records of the library and the packages
 under it reach stderr as one ``warning: …`` line each, never a traceback. A reader that closes
 stdout early (``aworld-graph threads | head``) ends the command quietly with status 141, as
 SIGPIPE ends other Unix tools.
@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 import click
 
-from .._secrets import scrub_text
 from ..errors import AWorldGraphError
+from ..secrets import scrub_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 

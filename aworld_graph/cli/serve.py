@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from .._secrets import scrub_text
 from ..errors import ConfigError
+from ..secrets import scrub_text
 from ._app import db_option, main
 
 __all__ = ["serve"]

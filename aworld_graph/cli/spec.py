@@ -41,7 +41,7 @@ def validate(paths: tuple[str, ...]) -> None:
     that loads, but likely not as meant) are printed and do not fail it.
     """
     from ..spec import validate_file
-    from ..spec._source import display_path
+    from ..spec.source import display_path
 
     files, empty = _files(paths)
     for path in empty:

@@ -30,9 +30,9 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._env_vars import substitute_vars
-from .._secrets import register_secret
 from ..errors import ConfigError
+from ..secrets import register_secret
+from .variables import substitute_vars
 
 __all__ = [
     "HttpServerConfig",
@@ -174,7 +174,7 @@ class McpConfig(BaseModel):
 
     def register_secrets(self) -> None:
         """Register header values, URL credentials and credential-like ``env`` values with
-        :func:`~aworld_graph._secrets.register_secret`, so every text the project stores,
+        :func:`~aworld_graph.secrets.register_secret`, so every text the project stores,
         prints or exports has them replaced."""
         for server in self.servers.values():
             pairs: list[tuple[str, str]] = (
@@ -226,7 +226,7 @@ def _read_file(path: Path) -> Any:
         raise ConfigError(f"MCP config file {str(path)!r} does not exist; check the path") from None
     except OSError as exc:
         raise ConfigError(f"cannot read MCP config file {str(path)!r}: {exc.strerror}") from None
-    from ..spec._source import YamlTooBig, parse_yaml
+    from ..spec.source import YamlTooBig, parse_yaml
 
     try:
         if path.suffix.lower() == ".json":

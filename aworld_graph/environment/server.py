@@ -29,8 +29,8 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from ._calculator import CalculatorError, calculate
 from ._files import SEARCH_SECONDS, FileAccessError, RootedFiles
+from .calculator import CalculatorError, calculate
 
 __all__ = ["SERVER_NAME", "Transport", "build_server", "main", "serve"]
 

@@ -19,9 +19,9 @@ from typing import IO, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from .._secrets import is_secret_key, mentions_registered_secret
 from ..checkpoint import strip_secrets
 from ..errors import ConfigError
+from ..secrets import is_secret_key, mentions_registered_secret
 from .formats import FORMATS, dedup_key
 from .runs import Run, RunFilter, list_threads, load_run, open_saver
 from .validate import validate_openai

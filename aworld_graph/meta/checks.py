@@ -121,7 +121,7 @@ def argument_text(arguments: str) -> str:
 
 def same_value(want: str, got: str) -> bool | None:
     """Whether two expressions have the same value (``None`` when ``want`` has none)."""
-    from ..environment._calculator import CalculatorError, calculate
+    from ..environment.calculator import CalculatorError, calculate
 
     try:
         expected = float(calculate(want))

@@ -16,7 +16,7 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from ..environment._calculator import calculate
+from ..environment.calculator import calculate
 from ..rewards import numeric
 from .tasks import TASKSET_DIR, TaskItem, TaskSet, save_tasks
 

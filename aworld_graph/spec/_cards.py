@@ -15,8 +15,8 @@ from ..errors import ConfigError, DefinitionError
 from ..nodes import Critic, Human, Node
 from ._problems import Problem, did_you_mean
 from ._registry import BUILTIN_SCORERS, BUILTIN_TOOLS, ImportProblem, Unchecked, import_ref
-from ._source import Path_, Source, YamlTooBig, display_path, parse_yaml
 from .models import AgentCard, CriticCard, FunctionCard, HumanCard, ModelSettings
+from .source import Path_, Source, YamlTooBig, display_path, parse_yaml
 
 __all__ = ["Context", "build_card", "card_dirs", "find_card", "is_path", "merge_settings"]
 

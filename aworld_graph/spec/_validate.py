@@ -13,7 +13,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from ._problems import Problem, did_you_mean
-from ._source import Path_, Source
+from .source import Path_, Source
 
 __all__ = ["check"]
 

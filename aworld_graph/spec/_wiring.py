@@ -13,9 +13,9 @@ from ..errors import DefinitionError
 from ..swarm import Edge, edge
 from ._problems import Problem, did_you_mean
 from ._registry import ImportProblem, Unchecked, import_ref
-from ._source import Path_, Source
 from ._validate import check
 from .models import EdgeSpec, Parallel, Serial, Step
+from .source import Path_, Source
 
 __all__ = ["Wiring"]
 

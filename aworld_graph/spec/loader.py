@@ -29,7 +29,6 @@ from ._cards import (
     read_mcp,
 )
 from ._problems import Problem, SpecError, field_path
-from ._source import Path_, Source, display_path, read_source
 from ._validate import check
 from ._wiring import Wiring
 from .models import (
@@ -40,6 +39,7 @@ from .models import (
     WorkflowRef,
     WorkflowSpec,
 )
+from .source import Path_, Source, display_path, read_source
 
 __all__ = ["load_card", "load_workflow", "validate_file"]
 

@@ -111,7 +111,7 @@ def test_shipped_arithmetic_set_is_what_its_generator_makes_and_answers_are_righ
     assert (len(tasks.train), len(tasks.dev), len(tasks.test)) == (100, 50, 100)
     assert tasks.items == arithmetic_tasks(SHIPPED_SIZE).items  # regenerating: the same file
     assert len({t.input for t in tasks.items}) == len(tasks.items)  # no question twice
-    from aworld_graph.environment._calculator import calculate
+    from aworld_graph.environment.calculator import calculate
 
     for t in tasks.items:
         assert calculate(t.metadata["expression"]) == t.expected > 0

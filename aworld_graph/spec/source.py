@@ -14,11 +14,19 @@ from typing import Any
 
 import yaml
 
-from .._env_vars import substitute_vars
+from ..environment.variables import substitute_vars
 from ._problems import Problem, field_path
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_VALUES", "Source", "YamlTooBig", "display_path"]
-__all__ += ["parse_yaml", "read_source"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_VALUES",
+    "Source",
+    "YamlTooBig",
+    "display_path",
+    "parse_yaml",
+    "read_source",
+]
 
 MAX_BYTES = 1 << 20
 """Largest workflow, card or MCP config file read (1 MiB)."""
