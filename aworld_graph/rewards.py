@@ -243,9 +243,9 @@ async def store_score(
     :meth:`Runners.reward`), so it is one more checkpoint of the thread.
     """
     from ._run_impl import close_graph, open_graph, pending_nodes, respond, run_config
-    from .checkpoint import default_checkpointer
+    from .checkpoint import open_store
 
-    saver = checkpointer if checkpointer is not None else default_checkpointer()
+    saver = checkpointer if checkpointer is not None else open_store(shared=True)
     started = time.perf_counter()
     graph = open_graph(task)
     try:

@@ -18,7 +18,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from ._batch import run_tasks, saver_or_default
 from ._run_impl import close_graph, drive, open_graph, respond, run_config
 from .agent import Agent
-from .checkpoint import default_checkpointer
 from .config import RunConfig, TaskConfig, TaskRunMode
 from .errors import DefinitionError
 from .graph import GraphSource
@@ -27,7 +26,7 @@ from .rollout import rollout as _rollout
 from .state import update_problems
 from .task import Task, TaskResponse
 
-__all__ = ["Runners", "default_checkpointer"]
+__all__ = ["Runners"]
 
 
 def _with_outputs(values: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:

@@ -94,10 +94,9 @@ def _fake_server() -> Any:
 def _saver() -> tuple[Any, str]:
     """The project's default saver (on ``$AWORLD_GRAPH_DB``), else InMemorySaver; plus a note."""
     try:
-        from aworld_graph.checkpoint import TrajectorySaver  # noqa: F401
-        from aworld_graph.runner import default_checkpointer
+        from aworld_graph.checkpoint import open_store
 
-        saver = default_checkpointer()
+        saver = open_store(shared=True)
         return saver, f"saver={type(saver).__name__} (SQLite file)"
     except ImportError as exc:
         from langgraph.checkpoint.memory import InMemorySaver

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import click
 
-from ..checkpoint import TransitionRow
+from ..checkpoint import TransitionRow, open_store
 from ._app import db_option, main
-from ._store import open_store
 
 __all__ = [
     "threads_command",
@@ -30,7 +29,7 @@ def threads_command(db: str | None, limit: int) -> None:
     (finished, error, interrupted, max_steps, running)."""
     from ..trajectory import thread_status
 
-    with open_store(db) as saver:
+    with open_store(db, create=False) as saver:
         threads = saver.threads(limit)
         statuses = [thread_status(saver, t.thread_id) or "" for t in threads]
     if not threads:
@@ -57,7 +56,7 @@ def threads_command(db: str | None, limit: int) -> None:
 @click.option("--ns", default="", help="Checkpoint namespace (subgraph); root by default.")
 def history_command(thread: str, db: str | None, ns: str) -> None:
     """Show THREAD's checkpoints as a tree: forks branch off where they started."""
-    with open_store(db) as saver:
+    with open_store(db, create=False) as saver:
         rows = saver.transitions(thread, ns)
     if not rows:
         raise click.ClickException(
@@ -139,7 +138,7 @@ def prune_command(
     if (keep is None) == (older_than is None):
         raise click.UsageError("give exactly one of --keep N or --older-than DAYS")
     threads = [thread] if thread else None
-    with open_store(db) as saver:
+    with open_store(db, create=False) as saver:
         if keep is not None:
             deleted = saver.prune_keep_last(keep, threads)
         else:
@@ -153,7 +152,7 @@ def prune_command(
 @db_option()
 def vacuum_command(db: str | None) -> None:
     """Compact the database file (VACUUM) and truncate its write-ahead log."""
-    with open_store(db) as saver:
+    with open_store(db, create=False) as saver:
         if saver.path is None:
             saver.vacuum()
             click.echo(f"{saver.label}: vacuumed")
@@ -175,7 +174,7 @@ def migrate_command(db: str) -> None:
     (the first write does it too). DB is a SQLite file or a postgresql:// URL."""
     from ..checkpoint._schema import SCHEMA_VERSION
 
-    with open_store(db) as saver:
+    with open_store(db, create=False) as saver:
         changed = saver.migrate()
         label = saver.label
     if changed:

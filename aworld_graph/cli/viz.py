@@ -9,9 +9,7 @@ from typing import Any
 
 import click
 
-from ..errors import DefinitionError
 from ._app import db_option, main
-from ._store import store_target
 from .run import load_target
 
 __all__ = ["viz"]
@@ -30,15 +28,10 @@ _SUFFIXES = {
 
 
 def _stored_run(source: Any, thread: str, db: str | None) -> Any:
-    from ..checkpoint import is_url, open_saver
+    from ..checkpoint import open_store
     from ..viz import load_run
 
-    target = store_target(db)
-    if not is_url(target) and not Path(target).is_file():
-        raise DefinitionError(
-            f"no checkpoint database at {target}; pass --db PATH (or set AWORLD_GRAPH_DB)"
-        )
-    with open_saver(target) as saver:
+    with open_store(db, create=False) as saver:
         return asyncio.run(load_run(source, thread, saver))
 
 

@@ -24,7 +24,7 @@ from .formats import (
     trl_sft_rows,
     verl_rows,
 )
-from .runs import Run, RunFilter, iter_runs, list_threads, load_run, open_saver
+from .runs import Run, RunFilter, iter_runs, list_threads, load_run
 from .validate import validate_openai, validate_openai_file
 from .writer import ExportReport, export, write_rows
 
@@ -40,7 +40,6 @@ __all__ = [
     "iter_runs",
     "list_threads",
     "load_run",
-    "open_saver",
     "openai_rows",
     "sharegpt_rows",
     "trl_dpo_rows",

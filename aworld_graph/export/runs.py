@@ -12,33 +12,32 @@ and iterates the runs that pass a filter; with a
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from os import PathLike
-from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from .. import checkpoint
-from ..checkpoint import TrajectorySaver, default_target, is_url
+from ..checkpoint import TrajectorySaver, open_store
 from ..errors import ConfigError
 from ..trajectory import Run, RunFilter, ThreadInfo, load_run
 
-__all__ = ["Run", "RunFilter", "ThreadInfo", "iter_runs", "list_threads", "load_run", "open_saver"]
+__all__ = ["Run", "RunFilter", "ThreadInfo", "iter_runs", "list_threads", "load_run", "opened"]
 
 
-def open_saver(
+@contextmanager
+def opened(
     db: str | PathLike[str] | BaseCheckpointSaver[Any] | None,
-) -> BaseCheckpointSaver[Any]:
-    """A saver for ``db``: a saver as is, a file path, or ``None`` for the default database."""
+) -> Iterator[BaseCheckpointSaver[Any]]:
+    """``db`` as it is when it is a saver; else the store it names (a SQLite path or a
+    ``postgresql://`` URL; ``None``: the default store), which must exist, opened for the block
+    and closed after."""
     if isinstance(db, BaseCheckpointSaver):
-        return db
-    target = db if db is not None else default_target()
-    if not is_url(target) and not Path(target).is_file():
-        raise ConfigError(
-            f"checkpoint database {target} does not exist; run something first or pass --db FILE"
-        )
-    return checkpoint.open_saver(target)
+        yield db
+        return
+    with open_store(db, create=False) as saver:
+        yield saver
 
 
 def _time(value: datetime | str | None) -> str | None:
@@ -64,7 +63,10 @@ def list_threads(saver: BaseCheckpointSaver[Any], f: RunFilter | None = None) ->
     if isinstance(saver, TrajectorySaver):
         for t in saver.threads():
             infos[t.thread_id] = ThreadInfo(
-                thread_id=t.thread_id, started_at=t.first_at, ended_at=t.last_at, steps=t.checkpoints
+                thread_id=t.thread_id,
+                started_at=t.first_at,
+                ended_at=t.last_at,
+                steps=t.checkpoints,
             )
     else:
         for tup in saver.list(None):
@@ -113,12 +115,8 @@ def iter_runs(
 ) -> Iterator[Run]:
     """Runs in ``db`` (a path, a saver, or the default database) that pass ``f``."""
     f = f or RunFilter()
-    saver = open_saver(db)
-    try:
+    with opened(db) as saver:
         for info in threads if threads is not None else list_threads(saver, f):
             run = load_run(saver, info)
             if run is not None and run.matches(f):
                 yield run
-    finally:
-        if saver is not db and isinstance(saver, TrajectorySaver):
-            saver.close()

@@ -23,7 +23,7 @@ from ..checkpoint import strip_secrets
 from ..errors import ConfigError
 from ..secrets import is_secret_key, mentions_registered_secret
 from .formats import FORMATS, dedup_key
-from .runs import Run, RunFilter, list_threads, load_run, open_saver
+from .runs import Run, RunFilter, list_threads, load_run, opened
 from .validate import validate_openai
 
 __all__ = ["ExportReport", "export", "write_rows"]
@@ -230,14 +230,8 @@ def export(
     if per not in ("episode", "turn"):
         raise ConfigError(f"per={per!r}: use 'episode' or 'turn'")
     f = filter or RunFilter()
-    saver = open_saver(db)
-    try:
+    with opened(db) as saver:
         return _export(format, out, saver, f, per, dedup, keep_unlabeled, progress, progress_stream)
-    finally:
-        if saver is not db:
-            close = getattr(saver, "close", None)
-            if close is not None:
-                close()
 
 
 def _export(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import TrajectorySaver, open_saver
+from ..checkpoint import TrajectorySaver, open_store
 from ..errors import ConfigError
 from ._store import MetaStore, Step
 from .budget import Spent
@@ -55,7 +55,7 @@ class SearchState:
     # -- storage ------------------------------------------------------------------------------
     def open(self, db: str | Path | None) -> None:
         """Open the checkpoint database ``db`` and the optimizer's tables in it."""
-        self.saver = open_saver(db)
+        self.saver = open_store(db)
         # the saver claims (or checks) the file as a checkpoint store before our tables join it
         self.saver.get_tuple(
             {"configurable": {"thread_id": f"meta-{self.run_id}", "checkpoint_ns": ""}}

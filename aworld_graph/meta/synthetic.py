@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from ..checkpoint import TrajectorySaver
+from ..checkpoint import open_store
 from ..rewards import numeric
 from ..testing import FunctionModel, tool_call
 from .candidates import materialize
@@ -78,7 +78,7 @@ def _draw(*parts: str) -> float:
 
 
 def _evaluate(expression: str) -> int:
-    from ..environment.calculator import calculate
+    from ..environment._calculator import calculate
 
     return int(calculate(expression))
 
@@ -224,10 +224,11 @@ def oracle_spec() -> dict[str, Any]:
 async def oracle_score(tasks: TaskSet, db: str | Path) -> float:
     """Mean test reward of :func:`oracle_spec` run on :func:`student_model` (the best this
     world allows), with its runs stored in the database ``db``."""
-    result = await evaluate(
-        materialize(oracle_spec(), model=student_model()),
-        tasks.test,
-        reward=tasks.reward,
-        checkpointer=TrajectorySaver(db),
-    )
+    with open_store(db) as saver:
+        result = await evaluate(
+            materialize(oracle_spec(), model=student_model()),
+            tasks.test,
+            reward=tasks.reward,
+            checkpointer=saver,
+        )
     return result.mean

@@ -65,9 +65,9 @@ def create_app(
     :data:`LOOPBACK_HOSTS` or ``allowed_hosts`` (``["*"]``: any). A request body is at most
     ``max_body`` bytes and must arrive within ``body_timeout`` seconds. Serve it with
     ``http=http_protocol()`` to bound how long a connection may take over its headers."""
-    from ..checkpoint import TrajectorySaver, open_saver
+    from ..checkpoint import TrajectorySaver, open_store
 
-    saver = store if isinstance(store, TrajectorySaver) else open_saver(store)
+    saver = store if isinstance(store, TrajectorySaver) else open_store(store)
     registry = assistants if isinstance(assistants, Assistants) else Assistants(assistants)
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
     server = ServerApp(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aworld_graph.checkpoint import TrajectorySaver, default_checkpointer, default_target
+from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.errors import ConfigError
 
 from .conftest import ask, chat_graph
@@ -79,18 +79,3 @@ def test_vacuum_gives_space_back(saver: TrajectorySaver) -> None:
     assert saver.path.stat().st_size < full / 4
     wal = saver.path.with_name(saver.path.name + "-wal")
     assert not wal.exists() or wal.stat().st_size == 0
-
-
-def test_default_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWORLD_GRAPH_DB", str(tmp_path / "custom" / "runs.db"))
-    assert default_target() == tmp_path / "custom" / "runs.db"
-    saver = default_checkpointer(durability="full")
-    assert saver.path == tmp_path / "custom" / "runs.db" and saver.durability == "full"
-    ask(chat_graph(saver), "t", "hi")
-    assert saver.path.is_file()
-
-    monkeypatch.delenv("AWORLD_GRAPH_DB")
-    monkeypatch.chdir(tmp_path)
-    assert default_target() == tmp_path / "checkpoints" / "aworld.db"
-    ask(chat_graph(default_checkpointer()), "t", "hi")
-    assert (tmp_path / "checkpoints" / "aworld.db").is_file()

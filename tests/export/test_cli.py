@@ -94,7 +94,9 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
         "-f", "openai", "-o", str(tmp_path / "o.jsonl"), "--db", str(tmp_path / "none.db")
     )
     assert (
-        code == 1 and output.startswith("Error: checkpoint database") and "Traceback" not in output
+        code == 1
+        and output.startswith("Error: no checkpoint database at")
+        and "Traceback" not in output
     )
     code, output = invoke("-f", "csv", "-o", "x")
     assert code == 2 and "Invalid value for '--format'" in output

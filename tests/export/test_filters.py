@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from aworld_graph import ConfigError
-from aworld_graph.export import FORMATS, Run, RunFilter, export, iter_runs, list_threads, open_saver
+from aworld_graph.checkpoint import open_store
+from aworld_graph.export import FORMATS, Run, RunFilter, export, iter_runs, list_threads
 from tests.export.conftest import SECRET
 
 ALL = {"tools", "handoff", "critic", "team", "failed", "secret", "q.r0", "q.r1", "q.r2", "q.r3"}
@@ -66,8 +67,8 @@ def test_time_range(runs_db: Path) -> None:
     assert threads(runs_db, since=now - timedelta(hours=1)) == ALL
     assert threads(runs_db, since=now + timedelta(hours=1)) == set()
     assert threads(runs_db, until=(now - timedelta(days=1)).isoformat()) == set()
-    saver = open_saver(runs_db)
-    infos = list_threads(saver)
+    with open_store(runs_db, create=False) as saver:
+        infos = list_threads(saver)
     middle = sorted(i.started_at for i in infos)[len(infos) // 2]
     later = threads(runs_db, since=middle)
     assert later and later < ALL
@@ -126,8 +127,9 @@ def test_run_metadata_has_no_secret(runs: dict[str, Run]) -> None:
 
 
 def test_a_missing_database_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="no checkpoint database at .*missing.db; run something"):
         export("openai", tmp_path / "x.jsonl", db=tmp_path / "missing.db")
+    assert not (tmp_path / "missing.db").exists()
     with pytest.raises(ConfigError, match="unknown export format 'csv'"):
         export("csv", tmp_path / "x.jsonl", db=tmp_path / "missing.db")
 
