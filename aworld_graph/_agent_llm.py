@@ -128,7 +128,7 @@ async def llm_step(
             "agent": name,
             "content": response.content,
             "tool_calls": record["tool_calls"],
-            "usage": record["usage"],
+            "usage": response.usage.as_dict(),
             "latency_ms": record["latency_ms"],
         }
     )

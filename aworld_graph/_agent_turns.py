@@ -9,7 +9,7 @@ turn goes on.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
@@ -17,6 +17,9 @@ from langgraph.config import get_stream_writer
 from .agent import Agent
 from .records import Message
 from .state import SwarmState
+
+if TYPE_CHECKING:
+    from .run.events import AgentEvent
 
 __all__ = ["current_turn", "emit", "limit_reached", "llm_calls", "step_of"]
 
@@ -30,7 +33,7 @@ def _max_steps(config: RunnableConfig) -> int:
     return int((config.get("configurable") or {}).get("max_steps", 50))
 
 
-def emit(event: dict[str, Any]) -> None:
+def emit(event: AgentEvent) -> None:
     """Write ``event`` to the run's custom stream (nothing outside a run)."""
     try:
         get_stream_writer()(event)

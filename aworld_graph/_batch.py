@@ -12,20 +12,20 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from ._run_impl import close_graph, drive, open_graph
-from .checkpoint import open_store
+from .checkpoint import default_checkpointer
 from .config import RunConfig
 from .engine import progress
 from .engine._ray import run_on_ray
 from .errors import DefinitionError
+from .run import GraphRun
 from .task import Task, TaskResponse
 
 __all__ = ["run_tasks", "saver_or_default"]
 
 
 def saver_or_default(checkpointer: BaseCheckpointSaver[Any] | None) -> BaseCheckpointSaver[Any]:
-    """``checkpointer``, or the default store's process-wide saver when it is ``None``."""
-    return checkpointer if checkpointer is not None else open_store(shared=True)
+    """``checkpointer``, or the process-wide default saver when it is ``None``."""
+    return checkpointer if checkpointer is not None else default_checkpointer()
 
 
 async def run_tasks(
@@ -50,12 +50,8 @@ async def run_tasks(
         gate = asyncio.Semaphore(max(1, concurrency))
 
         async def one(t: Task) -> TaskResponse:
-            async with gate:
-                graph = open_graph(t)
-                try:
-                    response = (await drive(t, graph, saver))[0]
-                finally:
-                    await close_graph(graph)
+            async with gate, GraphRun(t, saver) as run:
+                response = await run.drive()
             tick(response)
             return response
 

@@ -18,14 +18,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from langgraph.errors import GraphBubbleUp
+from langgraph.types import CheckpointPayload
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from . import _tracing_content as content
+from ._secrets import strip_secrets
 from ._tracing_env import global_provider, version
 
-from .secrets import strip_secrets
 __all__ = ["Tracing"]
 
 OPERATION = "gen_ai.operation.name"
@@ -275,13 +276,13 @@ class Tracing:
             span.set_attribute(ERROR_TYPE, kind or (found.group(1) if found else OTHER_ERROR))
             span.set_status(Status(StatusCode.ERROR, message[:500]))
 
-    def checkpoint_saved(self, chunk: dict[str, Any]) -> None:
+    def checkpoint_saved(self, chunk: CheckpointPayload[dict[str, Any]]) -> None:
         run = _RUN.get()
         if run is None:
             return
-        checkpoint_id = str(chunk["config"]["configurable"]["checkpoint_id"])
-        step = int((chunk.get("metadata") or {}).get("step", -1))
-        parent = ((chunk.get("parent_config") or {}).get("configurable") or {}).get("checkpoint_id")
+        checkpoint_id = str(((chunk["config"] or {}).get("configurable") or {})["checkpoint_id"])
+        step = int(chunk["metadata"].get("step", -1))
+        parent = ((chunk["parent_config"] or {}).get("configurable") or {}).get("checkpoint_id")
         first = run.last is None
         run.last = (step, checkpoint_id)
         if first and parent:  # a continued run first re-emits the checkpoint it starts from

@@ -2,7 +2,7 @@
 
 A :class:`GraphSource` (a single :class:`~aworld_graph.agent.Agent`, or a swarm) is a pure
 definition; :mod:`aworld_graph._compile` builds its ``StateGraph`` over
-:class:`~aworld_graph.state.SwarmState` (once per source: ``_run_impl.built``).
+:class:`~aworld_graph.state.SwarmState` (once per source: :func:`aworld_graph.run.built`).
 :class:`BuiltGraph` compiles it per checkpointer and owns the agent runtimes (models, tool
 connections) so the runner can close them when a run ends.
 """
@@ -22,7 +22,7 @@ from .agent import Agent
 from .errors import DefinitionError
 from .swarm import Swarm
 
-__all__ = ["BuiltGraph", "GraphSource", "as_source", "build_agent_nodes"]
+__all__ = ["BuiltGraph", "GraphSource", "SingleAgent", "as_source", "build_agent_nodes"]
 
 
 @dataclass(eq=False)

@@ -242,16 +242,13 @@ async def store_score(
     run's last step, written as an update of the node that ran last (like
     :meth:`Runners.reward`), so it is one more checkpoint of the thread.
     """
-    from ._run_impl import close_graph, open_graph, pending_nodes, respond, run_config
-    from .checkpoint import open_store
+    from .checkpoint import default_checkpointer
+    from .run import GraphRun, pending_nodes
 
-    saver = checkpointer if checkpointer is not None else open_store(shared=True)
+    saver = checkpointer if checkpointer is not None else default_checkpointer()
     started = time.perf_counter()
-    graph = open_graph(task)
-    try:
-        compiled = graph.compile(saver)
-        config = run_config(task, graph)
-        snapshot = await compiled.aget_state(config)
+    async with GraphRun(task, saver) as run:
+        snapshot = await run.snapshot()
         trace: list[TraceRecord] = [
             r for r in (snapshot.values or {}).get("trace") or [] if not r.get("thread_id")
         ]
@@ -277,10 +274,8 @@ async def store_score(
             "reward_fn": score.reward_fn,
             "ground_truth": _plain(score.expected),
         }
-        await compiled.aupdate_state(config, {"rewards": [item]}, as_node=last.get("node"))
-        return await respond(task, compiled, config, started=started)
-    finally:
-        await close_graph(graph)
+        await run.update_state({"rewards": [item]}, as_node=last.get("node"))
+        return await run.response(started=started)
 
 
 def as_trl_reward(

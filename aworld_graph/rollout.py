@@ -117,6 +117,7 @@ def _copy(task: Task, index: int, temperature: float | None = None) -> Task:
         id=f"{task.id}.r{index}",
         conf=dataclasses.replace(task.conf),
         metadata=meta,
+        new_thread=False,  # a rollout run again reads its stored runs back
     )
 
 

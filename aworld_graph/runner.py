@@ -1,6 +1,6 @@
-"""``Runners``: AWorld's runner API over the one loop in :mod:`aworld_graph._run_impl`.
+"""``Runners``: AWorld's runner API over the run seam, :class:`aworld_graph.run.GraphRun`.
 
-Every entry point ends in :func:`~aworld_graph._run_impl.drive`; the sync one is a one-line
+Every entry point opens a ``GraphRun`` and drives or reads it; the sync one is a one-line
 wrapper. Runs are checkpointed under the task id, by default in ``checkpoints/aworld.db``
 (or the file named by ``AWORLD_GRAPH_DB``).
 """
@@ -16,17 +16,17 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ._batch import run_tasks, saver_or_default
-from ._run_impl import close_graph, drive, open_graph, respond, run_config
 from .agent import Agent
+from .checkpoint import default_checkpointer
 from .config import RunConfig, TaskConfig, TaskRunMode
 from .errors import DefinitionError
-from .graph import GraphSource
 from .records import Reward, TraceRecord
 from .rollout import rollout as _rollout
+from .run import Done, GraphRun, GraphSource, RunEvent
 from .state import update_problems
 from .task import Task, TaskResponse
 
-__all__ = ["Runners"]
+__all__ = ["Runners", "default_checkpointer"]
 
 
 def _with_outputs(values: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
@@ -137,11 +137,8 @@ class Runners:
         """
         if task.conf.run_mode != TaskRunMode.INTERACTIVE:
             task.conf.run_mode = TaskRunMode.INTERACTIVE
-        graph = open_graph(task)
-        try:
-            response, updates = await drive(task, graph, saver_or_default(checkpointer), one_step=True)
-        finally:
-            await close_graph(graph)
+        async with GraphRun(task, saver_or_default(checkpointer)) as run:
+            response, updates = await run.step()
         return response.status != "running", updates, response
 
     @staticmethod
@@ -159,11 +156,8 @@ class Runners:
         Returns the task's response read back with the reward in it (the response of the
         step itself was made before the reward was given)."""
         started = time.perf_counter()
-        graph = open_graph(task)
-        try:
-            compiled = graph.compile(saver_or_default(checkpointer))
-            config = run_config(task, graph)
-            snapshot = await compiled.aget_state(config)
+        async with GraphRun(task, saver_or_default(checkpointer)) as run:
+            snapshot = await run.snapshot()
             trace: list[TraceRecord] = (snapshot.values or {}).get("trace") or []
             if not trace:
                 raise DefinitionError(
@@ -178,10 +172,8 @@ class Runners:
                 "feedback": feedback,
                 "node": last.get("node"),
             }
-            await compiled.aupdate_state(config, {"rewards": [item]}, as_node=last.get("node"))
-            return await respond(task, compiled, config, started=started)
-        finally:
-            await close_graph(graph)
+            await run.update_state({"rewards": [item]}, as_node=last.get("node"))
+            return await run.response(started=started)
 
     @staticmethod
     async def resume(
@@ -202,9 +194,8 @@ class Runners:
         """
         saver = saver_or_default(checkpointer)
         task = _task("", agent, swarm, task_id=task_id, session_id=None, conf=conf)
-        graph = open_graph(task)
-        try:
-            snapshot = await graph.compile(saver).aget_state(run_config(task, graph))
+        async with GraphRun(task, saver) as run:
+            snapshot = await run.snapshot()
             if snapshot.metadata is None and not snapshot.values and not snapshot.next:
                 raise DefinitionError(
                     f"Runners.resume: task {task_id!r} never ran in this checkpointer "
@@ -212,9 +203,7 @@ class Runners:
                     f"Runners.run(input=..., task_id={task_id!r}, ...), or check the id "
                     "(`aworld-graph threads` lists the stored runs)"
                 )
-            return (await drive(task, graph, saver, resume=value))[0]
-        finally:
-            await close_graph(graph)
+            return await run.drive(resume=value)
 
     @staticmethod
     async def fork(
@@ -248,9 +237,8 @@ class Runners:
             )
         saver = saver_or_default(checkpointer)
         task = _task("", agent, swarm, task_id=task_id, session_id=None, conf=None)
-        graph = open_graph(task)
-        try:
-            compiled = graph.compile(saver)
+        async with GraphRun(task, saver) as run:
+            compiled = run.graph
             thread = task_id
             if new_task_id is not None:
                 await _free_thread(saver, task_id, new_task_id, replace)
@@ -277,8 +265,6 @@ class Runners:
                 fork_config, _with_outputs(dict(values or {}), snapshot.values), as_node=None
             )
             return thread
-        finally:
-            await close_graph(graph)
 
     @staticmethod
     async def streaming_run(
@@ -290,33 +276,14 @@ class Runners:
         session_id: str | None = None,
         conf: TaskConfig | None = None,
         checkpointer: BaseCheckpointSaver[Any] | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[RunEvent | Done]:
         """Run and yield events as they happen; the last one is ``{"event": "done", "response"}``.
 
-        Events: ``node_start``, ``node_end``, ``llm_call``, ``token`` (with ``TaskConfig(stream=True)``),
-        ``tool_call``, ``handoff``, ``answer``.
+        Events (typed in :mod:`aworld_graph.run.events`): ``node_start``, ``node_end``,
+        ``llm_call``, ``token`` (with ``TaskConfig(stream=True)``), ``tool_call``, ``handoff``,
+        ``answer``, ``server_unavailable``.
         """
         task = _task(input, agent, swarm, task_id=task_id, session_id=session_id, conf=conf)
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        graph = open_graph(task)
-        response: TaskResponse | None = None
-
-        async def work() -> None:
-            nonlocal response
-            try:
-                response = (
-                    await drive(task, graph, saver_or_default(checkpointer), events=queue.put_nowait)
-                )[0]
-            finally:
-                queue.put_nowait(None)
-
-        runner = asyncio.create_task(work())
-        try:
-            while (event := await queue.get()) is not None:
+        async with GraphRun(task, saver_or_default(checkpointer)) as run:
+            async for event in run.stream():
                 yield event
-            await runner
-            yield {"event": "done", "response": response}
-        finally:
-            if not runner.done():
-                runner.cancel()
-            await close_graph(graph)

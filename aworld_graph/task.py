@@ -38,12 +38,14 @@ class Task:
     """Ground truth, when known (used by reward functions and exports)."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Free-form tags, kept in the run's checkpoint metadata (no secrets)."""
+    new_thread: bool = False
+    """Thread ``id`` holds nothing yet, so a run starts it without reading it first. True for
+    a generated id (and for a thread a server has just made); a run sets it back to False."""
 
     def __post_init__(self) -> None:
-        self._new_thread = not self.id
-        """A generated id names a thread nobody has written yet (the runner skips a read)."""
         if not self.id:
             self.id = uuid.uuid4().hex
+            self.new_thread = True
         if (self.agent is None) == (self.swarm is None):
             raise DefinitionError(
                 f"task {self.id}: give exactly one of agent= or swarm= "

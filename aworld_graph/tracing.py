@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
+    from langgraph.types import CheckpointPayload
+
     from ._tracing_otel import Tracing
 
 __all__ = [
@@ -133,7 +135,7 @@ def new_context() -> contextvars.Context:
 
 
 def traced_run(fn: F) -> F:
-    """Decorate the runner's ``_drive`` (parameters ``task``, ``graph``, ``resume``…): the
+    """Decorate the run loop's ``_drive`` (parameters ``task``, ``graph``, ``resume``…): the
     run becomes the root span ``invoke_workflow {name}`` (``invoke_agent`` for an agent)."""
 
     @functools.wraps(fn)
@@ -145,9 +147,10 @@ def traced_run(fn: F) -> F:
     return cast(F, run)  # a wrapper with fn's parameters and result
 
 
-def checkpoint_saved(chunk: dict[str, Any]) -> None:
-    """The runner saw a checkpoint saved (a ``checkpoints`` stream chunk): an event on the
-    run span mapping its step to its checkpoint id."""
+def checkpoint_saved(chunk: CheckpointPayload[dict[str, Any]]) -> None:
+    """The run saw a checkpoint saved (a ``checkpoints`` stream chunk, as in a
+    :class:`~aworld_graph.run.State` event): an event on the run span mapping its step to its
+    checkpoint id."""
     if _tracing is not None:
         _tracing.checkpoint_saved(chunk)
 

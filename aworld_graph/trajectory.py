@@ -3,8 +3,8 @@
 :func:`load_run` reads one thread of any saver as a :class:`Run`: its latest state values
 (messages, trace, rewards…), its run metadata, its status and the checkpoint of each of its
 supersteps. No graph is needed; with a :class:`~aworld_graph.checkpoint.TrajectorySaver` the
-step → checkpoint map comes from its ``trajectory`` view in one query. The runner's response
-(:func:`aworld_graph._run_impl.respond`) reads the same map with :func:`achain` and decides
+step → checkpoint map comes from its ``trajectory`` view in one query. A run's response
+(:meth:`aworld_graph.run.GraphRun.response`) reads the same map with :func:`achain` and decides
 its status with the same rule, :func:`run_status`.
 
 :meth:`Run.trajectory` (and :func:`build_trajectory`, from the state values) gives one item

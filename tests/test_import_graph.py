@@ -67,7 +67,8 @@ def import_graph() -> nx.DiGraph:
 def test_the_graph_sees_the_package() -> None:
     graph = import_graph()
     assert "aworld_graph.runner" in graph and "aworld_graph.checkpoint" in graph
-    assert graph.has_edge("aworld_graph.runner", "aworld_graph._run_impl")
+    assert graph.has_edge("aworld_graph.runner", "aworld_graph.run")
+    assert graph.has_edge("aworld_graph.run", "aworld_graph.run._graph_run")
     assert graph.has_edge("aworld_graph._compile", "aworld_graph.swarm")
 
 
@@ -76,3 +77,17 @@ def test_no_import_circle() -> None:
     assert circles == [], "modules that import each other (directly or around a circle): " + (
         "; ".join(" ↔ ".join(c) for c in circles)
     )
+
+
+def test_the_run_seam_is_entered_by_its_public_face() -> None:
+    """Runners, the server, the Ray workers, meta and the CLI use ``aworld_graph.run`` (its
+    ``__init__`` and ``events``), never its private modules."""
+    graph = import_graph()
+    private = {n for n in graph if n.startswith("aworld_graph.run._")}
+    assert private, "the seam keeps its internals in run/_*.py"
+    reached = sorted(
+        f"{src} -> {dst}"
+        for src, dst in graph.edges
+        if dst in private and src != "aworld_graph.run" and not src.startswith("aworld_graph.run.")
+    )
+    assert reached == [], "modules outside run/ import its internals: " + "; ".join(reached)

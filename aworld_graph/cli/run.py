@@ -15,9 +15,9 @@ import click
 
 from ..errors import DefinitionError
 from ._app import db_option, main
+from ._store import open_store, store_target
 
 if TYPE_CHECKING:
-    from ..checkpoint import TrajectorySaver
     from ..config import RunConfig
     from ..graph import GraphSource
     from ..task import TaskResponse
@@ -144,7 +144,6 @@ def _batch_tasks(path: str, source: Any, conf: Any, target: str) -> list[Any]:
 
     raw = Path(path).read_bytes()
     digest = hashlib.sha256(raw).hexdigest()[:8]
-    agent = getattr(source, "agent", None)
     tasks = []
     for number, line in enumerate(raw.decode("utf-8").splitlines(), 1):
         if not line.strip():
@@ -162,8 +161,7 @@ def _batch_tasks(path: str, source: Any, conf: Any, target: str) -> list[Any]:
         tasks.append(
             Task(
                 input=item["input"],
-                agent=agent,
-                swarm=None if agent is not None else source,
+                swarm=source,
                 id=str(item.get("id") or f"{Path(path).stem}-{digest}-{number}"),
                 session_id=item.get("session_id"),
                 conf=conf,
@@ -209,11 +207,9 @@ def _run_batch(
         sys.exit(1)
 
 
-def _saver(db: str | None) -> TrajectorySaver:
+def _saver(db: str | None) -> Any:
     """The store ``--db`` names (made when missing), closed when the command ends."""
-    from ..checkpoint import open_store
-
-    return click.get_current_context().with_resource(open_store(db))
+    return click.get_current_context().with_resource(open_store(db, existing=False))
 
 
 def _report(response: TaskResponse, db_path: str, as_json: bool) -> None:
@@ -235,10 +231,8 @@ def _report(response: TaskResponse, db_path: str, as_json: bool) -> None:
         sys.exit(1)
 
 
-def _recorded_source(
-    saver: Any, thread: str, target: str | None, where: str
-) -> tuple[Any, Any]:
-    """``(agent, swarm)`` that run ``thread`` ran, from ``target`` or the run's own record."""
+def _recorded_source(saver: Any, thread: str, target: str | None, where: str) -> GraphSource:
+    """The agent or swarm run ``thread`` ran, from ``target`` or the run's own record."""
     latest = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
     if latest is None:
         raise DefinitionError(
@@ -249,9 +243,11 @@ def _recorded_source(
         raise DefinitionError(
             f"run {thread} did not record what it ran; pass --target MODULE:ATTRIBUTE"
         )
-    source = load_target(str(target))
-    agent = getattr(source, "agent", None)
-    return agent, None if agent is not None else source
+    return load_target(str(target))
+
+
+def _db_path(db: str | None) -> str:
+    return str(store_target(db))
 
 
 @main.command()
@@ -315,11 +311,10 @@ def run(
             else [
                 Task(
                     input=str(input_),
-                    agent=getattr(source, "agent", None),
-                    swarm=None if getattr(source, "agent", None) is not None else source,
+                    swarm=source,
                     conf=conf,
                     metadata={"target": target},
-                    **({"id": task_id} if task_id else {}),
+                    id=task_id or "",  # empty: a new thread of its own
                 )
             ]
         )
@@ -328,17 +323,15 @@ def run(
             click.get_current_context(), task_id=task_id if batch is not None else tasks[0].id
         )
         conf_of = run_conf_of(engine, workers, concurrency, progress)
-        _run_batch(tasks, saver, conf_of, as_json, saver.label, again)
+        _run_batch(tasks, saver, conf_of, as_json, _db_path(db), again)
         return
     assert input_ is not None
-    agent = getattr(source, "agent", None)
     task = Task(
         input=input_,
-        agent=agent,
-        swarm=None if agent is not None else source,
+        swarm=source,
         conf=conf,
         metadata={"target": target},
-        **({"id": task_id} if task_id else {}),
+        id=task_id or "",  # empty: a new thread of its own
     )
 
     async def go() -> TaskResponse:
@@ -346,28 +339,19 @@ def run(
             return (await Runners.run_task(task, checkpointer=saver))[task.id]
         response: TaskResponse | None = None
         async for event in Runners.streaming_run(
-            input_,
-            agent=task.agent,
-            swarm=task.swarm,
-            task_id=task.id,
-            conf=conf,
-            checkpointer=saver,
+            input_, swarm=source, task_id=task.id, conf=conf, checkpointer=saver
         ):
             if event["event"] == "done":
                 response = event["response"]
             elif event["event"] == "token":
                 click.echo(event["text"], nl=False)
             elif event["event"] in ("llm_call", "tool_call", "handoff"):
-                click.echo(
-                    f"\n[{event['event']}] "
-                    + json.dumps({k: v for k, v in event.items() if k != "event"}, default=str)[
-                        :300
-                    ]
-                )
+                fields = {k: v for k, v in event.items() if k != "event"}
+                click.echo(f"\n[{event['event']}] " + json.dumps(fields, default=str)[:300])
         assert response is not None
         return response
 
-    _report(asyncio.run(go()), saver.label, as_json)
+    _report(asyncio.run(go()), _db_path(db), as_json)
 
 
 @main.command()
@@ -387,17 +371,9 @@ def resume(
     from ..runner import Runners
 
     saver = _saver(db)
-    agent, swarm = _recorded_source(saver, thread, target, saver.label)
-    response = asyncio.run(
-        Runners.resume(
-            thread,
-            agent=agent,
-            swarm=swarm,
-            value=value,
-            checkpointer=saver,
-        )
-    )
-    _report(response, saver.label, as_json)
+    source = _recorded_source(saver, thread, target, _db_path(db))
+    response = asyncio.run(Runners.resume(thread, swarm=source, value=value, checkpointer=saver))
+    _report(response, _db_path(db), as_json)
 
 
 @main.group()

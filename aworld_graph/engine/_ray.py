@@ -22,10 +22,10 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .. import tracing
-from .._run_impl import close_graph, open_graph, respond, run_config
 from ..config import RunConfig
 from ..errors import ConfigError, DefinitionError
 from ..model import _SAMPLING_TEMPERATURE
+from ..run import GraphRun
 from ..task import Task, TaskResponse
 from ._specs import source_spec, task_spec
 
@@ -164,12 +164,8 @@ def shutdown() -> None:
 async def _read_back(task: Task, error: str, saver: Any, started: float) -> TaskResponse:
     """The response of a task no worker could finish, from the store: its state at its last
     checkpoint and ``error``, as the local engine reports a run that failed."""
-    graph = open_graph(task)
-    try:
-        compiled = graph.compile(saver)
-        return await respond(task, compiled, run_config(task, graph), started=started, error=error)
-    finally:
-        await close_graph(graph)
+    async with GraphRun(task, saver) as run:
+        return await run.response(error=error, started=started)
 
 
 def _reason(exc: BaseException) -> str:
@@ -199,7 +195,7 @@ async def run_on_ray(
     specs: list[dict[str, Any]] = []
     temperature = _SAMPLING_TEMPERATURE.get()
     for task in tasks:
-        obj = task.agent if task.agent is not None else task.swarm
+        obj = task.source
         if id(obj) not in sources:
             try:
                 sources[id(obj)] = source_spec(obj)
@@ -208,7 +204,7 @@ async def run_on_ray(
         specs.append({**task_spec(task, sources[id(obj)]), "temperature": temperature})
     pool = await _pool(ray, conf, store)
     for task in tasks:  # as after a local run: the thread exists from now on
-        task._new_thread = False
+        task.new_thread = False
     index = {task.id: i for i, task in enumerate(tasks)}
     responses: list[TaskResponse | None] = [None] * len(tasks)
     retried: dict[str, list[str]] = {}

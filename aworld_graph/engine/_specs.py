@@ -32,7 +32,7 @@ from typing import Any
 from ..agent import Agent
 from ..config import TaskConfig, TaskRunMode
 from ..errors import DefinitionError
-from ..graph import GraphSource
+from ..graph import GraphSource, SingleAgent
 from ..task import Task
 
 __all__ = ["remember", "source_of", "task_of", "task_spec"]
@@ -125,6 +125,8 @@ def _model_objects(swarm: Any) -> list[str]:
 
 def source_spec(obj: Any) -> dict[str, Any]:
     """The source spec of an agent or swarm (see the module docstring)."""
+    if isinstance(obj, SingleAgent):  # a lone agent travels as the agent itself
+        obj = obj.agent
     what = f"{type(obj).__name__} {getattr(obj, 'name', obj)!r}"
     ref, _ = _find(obj)
     if ref is not None:
@@ -166,15 +168,15 @@ def task_spec(task: Task, source: dict[str, Any] | None = None) -> dict[str, Any
     conf = dataclasses.asdict(task.conf)
     conf["run_mode"] = str(task.conf.run_mode)
     spec = {
-        "source": source or source_spec(task.agent if task.agent is not None else task.swarm),
-        "agent": task.agent is not None,
+        "source": source or source_spec(task.source),
+        "agent": isinstance(task.source, SingleAgent),
         "id": task.id,
         "input": task.input,
         "session_id": task.session_id,
         "name": task.name,
         "conf": conf,
         "metadata": task.metadata,
-        "new": task._new_thread,
+        "new": task.new_thread,
     }
     try:
         plain: dict[str, Any] = json.loads(json.dumps(spec))
@@ -244,7 +246,7 @@ def task_of(spec: dict[str, Any]) -> Task:
     obj = source_of(spec["source"])
     conf = dict(spec["conf"])
     conf["run_mode"] = TaskRunMode(conf["run_mode"])
-    task = Task(
+    return Task(
         input=spec["input"],
         agent=obj if spec["agent"] else None,
         swarm=None if spec["agent"] else obj,
@@ -253,6 +255,5 @@ def task_of(spec: dict[str, Any]) -> Task:
         name=spec["name"],
         conf=TaskConfig(**conf),
         metadata=dict(spec["metadata"]),
+        new_thread=bool(spec["new"]),
     )
-    task._new_thread = bool(spec["new"])
-    return task

@@ -2,8 +2,8 @@
 and MCP sessions (built with the tasks' sources) and its own connection to the shared store.
 
 The driver sends it a chunk of the batch as one streaming call (:meth:`Worker.stream`). It
-rebuilds each task from its spec, runs it with the same loop as the local engine
-(:func:`~aworld_graph._run_impl.drive`), at most ``max_concurrency`` at a time, and yields a
+rebuilds each task from its spec, runs it as the local engine does (a
+:class:`~aworld_graph.run.GraphRun`), at most ``max_concurrency`` at a time, and yields a
 summary of each finished run: how it went and the :class:`~aworld_graph.task.TaskResponse`
 that loop built, so the driver has the local engine's very response without reading the run
 back from the store.
@@ -52,11 +52,11 @@ class Worker:
         """At most ``max_concurrency`` runs at a time, over every chunk this worker holds."""
 
     def _saver(self, store: dict[str, Any]) -> TrajectorySaver:
-        from ..checkpoint import open_store
+        from ..checkpoint import TrajectorySaver
 
         key = f"{store['target']}|{store['durability']}"
         if key not in self.savers:
-            self.savers[key] = open_store(store["target"], durability=store["durability"])
+            self.savers[key] = TrajectorySaver(store["target"], durability=store["durability"])
         return self.savers[key]
 
     def pid(self) -> int:
@@ -108,7 +108,6 @@ class Worker:
     async def run(self, spec: dict[str, Any], store: dict[str, Any]) -> dict[str, Any]:
         """Run (or read back, or resume) one task in ``store``; a summary of how it went, with
         the run's response under ``response`` when it ran."""
-        from .._run_impl import close_graph, drive, open_graph
         from ..errors import AWorldGraphError
         from ..model import sampling_temperature
         from ._specs import task_of
@@ -133,6 +132,7 @@ class Worker:
                 latest.config["configurable"]["checkpoint_id"] if latest else None
             )
         from .. import tracing
+        from ..run import GraphRun
 
         if spec.get("trace") and not tracing.enabled():
             tracing.configure()  # the driver traces: so does this worker (its OTEL_* environment)
@@ -141,11 +141,8 @@ class Worker:
                 tracing.attached(tracing.extract(spec.get("trace"))),
                 sampling_temperature(spec.get("temperature")),
             ):
-                graph = open_graph(task)
-                try:
-                    response, _ = await drive(task, graph, saver)
-                finally:
-                    await close_graph(graph)
+                async with GraphRun(task, saver) as run:
+                    response = await run.drive()
         except Exception as exc:  # a bug, not a run's failure (those are in the response)
             error = "".join(traceback.format_exception_only(exc)).strip()
             return {**summary, "status": "crashed", "error": error}

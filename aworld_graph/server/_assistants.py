@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._run_impl import built
-from ..graph import GraphSource, as_source
+from ..run import GraphSource, as_source, built
 from ._wire import ApiError, clean, now
 
 __all__ = ["Assistant", "Assistants", "target_key"]

@@ -1,5 +1,5 @@
-"""Runs the server starts: each one is the library's :func:`~aworld_graph._run_impl.drive` on
-its thread, in a task of the server's event loop, so a client that goes away does not stop it.
+"""Runs the server starts: each one is a :class:`~aworld_graph.run.GraphRun` driven on its
+thread, in a task of the server's event loop, so a client that goes away does not stop it.
 
 A run's events go into its :class:`Feed` once, as ``(mode, data)`` stream parts; each SSE
 reader picks the modes it asked for, from the start or from an event id. A background run's
@@ -22,8 +22,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._run_impl import close_graph, drive, open_graph
 from ..config import TaskConfig
+from ..run import CriticScore, GraphRun, RunEvent, StepEvent
 from ..task import Task
 from ._assistants import Assistant
 from ._wire import ApiError, clean, now
@@ -160,11 +160,12 @@ class _Sink:
     def _message_id(self, agent: str) -> str:
         return self.ids.setdefault(agent, f"run-{self.run.run_id}-{uuid.uuid4().hex[:8]}")
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        feed, kind, wants = self.run.feed, event.get("event"), self.wants
-        if kind == "state":
+    def __call__(self, event: RunEvent | StepEvent) -> None:
+        feed, wants = self.run.feed, self.wants
+        if event["event"] == "state":
             checkpoint = event["checkpoint"]
-            self.run.checkpoints.append(checkpoint["config"]["configurable"]["checkpoint_id"])
+            conf = (checkpoint["config"] or {}).get("configurable") or {}
+            self.run.checkpoints.append(str(conf["checkpoint_id"]))
             self.run.notify()
             values = clean(checkpoint.get("values") or {})  # the run's values: always
             if (checkpoint.get("metadata") or {}).get("source") != "input":  # not before it
@@ -175,7 +176,7 @@ class _Sink:
                 rest = clean({k: v for k, v in checkpoint.items() if k != "values"})
                 feed.append("checkpoints", {**rest, "values": values})
             return
-        if kind == "update":
+        if event["event"] == "update":
             if not (wants["updates"] or wants["custom"]):
                 return
             updates = clean(event["updates"])
@@ -192,11 +193,11 @@ class _Sink:
                 feed.append(mode, clean(data))
 
         put("custom", event)
-        agent = str(event.get("agent") or "")
-        meta = {"langgraph_node": agent, "run_id": self.run.run_id}
-        if kind == "token":
+        if event["event"] == "token":
+            agent = event["agent"]
+            meta = {"langgraph_node": agent, "run_id": self.run.run_id}
             ident = self._message_id(agent)
-            text = str(event.get("text") or "")
+            text = event["text"]
             self.partial[agent] = self.partial.get(agent, "") + text
             chunk = {"type": "AIMessageChunk", "id": ident, "content": text}
             put("messages-tuple", [chunk, meta])
@@ -204,18 +205,20 @@ class _Sink:
                 put("messages/metadata", {ident: {"metadata": meta}})
             whole = {"type": "ai", "id": ident, "content": self.partial[agent]}
             put("messages/partial", [whole])
-        elif kind == "llm_call":
+        elif event["event"] == "llm_call":
+            agent = event["agent"]
+            meta = {"langgraph_node": agent, "run_id": self.run.run_id}
             ident = self._message_id(agent)
             calls = [
                 {"id": c.get("id"), "name": c.get("name"), "args": c.get("arguments")}
-                for c in event.get("tool_calls") or []
+                for c in event["tool_calls"] or []
             ]
             message = {
                 "type": "ai",
                 "id": ident,
-                "content": event.get("content") or "",
+                "content": event["content"] or "",
                 "tool_calls": calls,
-                "usage_metadata": event.get("usage"),
+                "usage_metadata": event["usage"],
             }
             if agent not in self.partial:  # no tokens were streamed: one whole chunk
                 put("messages-tuple", [{**message, "type": "AIMessageChunk"}, meta])
@@ -225,7 +228,7 @@ class _Sink:
             self.ids.pop(agent, None)
 
 
-def _critic_event(node: str, record: dict[str, Any]) -> dict[str, Any]:
+def _critic_event(node: str, record: dict[str, Any]) -> CriticScore:
     return {
         "event": "critic_score",
         "critic": node,
@@ -374,8 +377,6 @@ class RunManager:
     async def _drive(self, run: Run, text: str | None, resume: Any) -> None:
         run.status = "running"
         run.updated_at = now()
-        source = run.assistant.source
-        agent = getattr(source, "agent", None)
         metadata = _scalars(run.metadata)
         metadata |= {"assistant_id": run.assistant.assistant_id, "run_id": run.run_id}
         metadata |= {"graph_id": run.assistant.graph_id}
@@ -383,26 +384,19 @@ class RunManager:
             metadata["target"] = run.assistant.target
         task = Task(
             input=text or "",
-            agent=agent,
-            swarm=None if agent is not None else source,
+            swarm=run.assistant.source,
             id=run.thread_id,
             conf=TaskConfig(stream=True),
             metadata=metadata,
+            new_thread=run.new_thread,  # a thread id made just now has nothing stored
         )
-        task._new_thread = run.new_thread  # a thread id made just now has nothing stored
-        graph = open_graph(task)
-        try:
-            response, _ = await drive(
-                task,
-                graph,
-                self.saver,
+        async with GraphRun(task, self.saver) as graph_run:
+            response = await graph_run.drive(
                 resume=resume,
                 events=_Sink(run),
                 states=True,
                 new_turn=text is not None,  # new input on a finished thread: its next turn
             )
-        finally:
-            await close_graph(graph)
         if run.values is None or response.status not in ("finished", "interrupted"):
             run.values = clean(response.state or {})
         if response.interrupts:

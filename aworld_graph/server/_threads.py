@@ -17,8 +17,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
-from .._run_impl import built
 from ..errors import AWorldGraphError
+from ..run import built
 from ..runner import Runners
 from ..trajectory import run_status
 from ._assistants import Assistant, Assistants
@@ -310,13 +310,11 @@ class Threads:
                 base = await compiled.aget_state(_config(thread_id, checkpoint_id))
                 config = await compiled.aupdate_state(base.config, values, as_node=body["as_node"])
             else:
-                agent = getattr(assistant.source, "agent", None)
                 await Runners.fork(
                     thread_id,
                     checkpoint_id,
                     values=values,
-                    agent=agent,
-                    swarm=None if agent is not None else assistant.source,
+                    swarm=assistant.source,
                     checkpointer=self.saver,
                 )
                 config = (await compiled.aget_state(_config(thread_id))).config

@@ -17,15 +17,11 @@ conditions light up only the way the run went.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from ..records import Reward, TraceRecord
 from ._view import END, START, View
-
-if TYPE_CHECKING:
-    from langchain_core.runnables import RunnableConfig
 
 __all__ = ["load_run", "run_path"]
 
@@ -224,21 +220,15 @@ def _route(
 async def load_run(target: Any, thread_id: str, checkpointer: Any) -> Any:
     """The ``TaskResponse`` of the stored run ``thread_id`` of ``target`` (an agent or swarm),
     read from ``checkpointer`` through LangGraph; nothing is run."""
-    from .._run_impl import close_graph, open_graph, respond
     from ..errors import DefinitionError
-    from ..graph import as_source
+    from ..run import GraphRun, as_source
     from ..task import Task
 
     task = Task(input="", swarm=as_source(target), id=thread_id)
-    graph = open_graph(task)
-    try:
-        compiled = graph.compile(checkpointer)
-        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
-        snapshot = await compiled.aget_state(config)
+    async with GraphRun(task, checkpointer) as run:
+        snapshot = await run.snapshot()
         if not snapshot.values:
             raise DefinitionError(
                 f"no run with thread id {thread_id!r} in this database; check --run and --db"
             )
-        return await respond(task, compiled, config, started=time.perf_counter())
-    finally:
-        await close_graph(graph)
+        return await run.response()
