@@ -13,7 +13,7 @@ transition (its columns: :class:`TransitionRow`'s), readable with any SQL client
 
 from __future__ import annotations
 
-from .._secrets import strip_secrets
+from ..secrets import strip_secrets
 from ._db import Durability
 from ._inspect import ThreadSummary, TransitionRow
 from ._serde import StrictSerializer

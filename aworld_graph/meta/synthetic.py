@@ -78,7 +78,7 @@ def _draw(*parts: str) -> float:
 
 
 def _evaluate(expression: str) -> int:
-    from ..environment._calculator import calculate
+    from ..environment.calculator import calculate
 
     return int(calculate(expression))
 
