@@ -4,7 +4,7 @@ progress events it sends.
 :class:`SearchState` is shared by the parts of the search (:mod:`.search` runs it,
 :mod:`._evaluation` adds evaluations, :mod:`._iteration` candidates and steps, :mod:`._stop`
 reads it): every change is written to the :class:`~._store.MetaStore` in the checkpoint
-database as it happens, so a killed optimization continues from there.
+store as it happens, so a killed optimization continues from there.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import TrajectorySaver, open_store
-from ..errors import ConfigError
 from ._store import MetaStore, Step
 from .budget import Spent
 from .candidates import Candidate
@@ -54,21 +53,16 @@ class SearchState:
 
     # -- storage ------------------------------------------------------------------------------
     def open(self, db: str | Path | None) -> None:
-        """Open the checkpoint database ``db`` and the optimizer's tables in it."""
+        """Open the checkpoint store ``db`` (SQLite or PostgreSQL; ``None``: the default
+        store) and the optimizer's tables in it."""
         self.saver = open_store(db)
-        # the saver claims (or checks) the file as a checkpoint store before our tables join it
-        self.saver.get_tuple(
-            {"configurable": {"thread_id": f"meta-{self.run_id}", "checkpoint_ns": ""}}
-        )
-        if self.saver.path is None:
-            raise ConfigError(
-                f"optimize keeps its search next to the runs in a SQLite file, and "
-                f"{self.saver.label} is a PostgreSQL database: pass --db FILE.db"
-            )
-        self.store = MetaStore(self.saver.path)
+        try:
+            self.store = MetaStore(self.saver)
+        except BaseException:
+            self.saver.close()
+            raise
 
     def close(self) -> None:
-        self.store.close()
         self.saver.close()
 
     def load(self, seed: Candidate) -> None:

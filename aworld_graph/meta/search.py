@@ -67,7 +67,8 @@ class Optimizer:
     optimizer_model: ChatModel | None = None
     """Model of the optimizer agent (default operators only)."""
     db: str | Path | None = None
-    """The checkpoint database (default: ``$AWORLD_GRAPH_DB`` or ``checkpoints/aworld.db``)."""
+    """The checkpoint store: a SQLite file or a ``postgresql://`` URL (default:
+    ``$AWORLD_GRAPH_DB``, else ``checkpoints/aworld.db``)."""
     model: ChatModel | None = None
     """Model for every agent and critic of every candidate (as ``load_workflow(model=)``)."""
     models: Mapping[str, ChatModel] = field(default_factory=dict)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from aworld_graph.checkpoint import open_store
 from aworld_graph.errors import ConfigError
 from aworld_graph.meta import Budget, OptimizeResult
 from aworld_graph.meta import synthetic as syn
@@ -105,11 +106,11 @@ async def test_a_killed_optimization_resumes_where_it_stopped(
     )
     _, stderr = await asyncio.wait_for(crashed.communicate(), 120)
     assert crashed.returncode == 3, stderr.decode()
-    store = MetaStore(tmp_path / "crash" / "runs.db")
-    (run_id,) = [r["id"] for r in store.db["meta_runs"].rows]
-    assert store.run(run_id)["status"] == "running"  # type: ignore[index]
-    before = len(store.candidates(run_id))
-    store.close()
+    with open_store(tmp_path / "crash" / "runs.db", create=False) as saver:
+        store = MetaStore(saver)
+        (run_id,) = store.runs()
+        assert store.run(run_id)["status"] == "running"  # type: ignore[index]
+        before = len(store.candidates(run_id))
     events: list[dict[str, Any]] = []
     second = syn.student_model()
     resumed = await run_synthetic(tmp_path / "crash", model=second, on_event=events.append)
