@@ -12,7 +12,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from .checkpoint import default_checkpointer
+from .checkpoint import open_store
 from .config import RunConfig
 from .engine import progress
 from .engine._ray import run_on_ray
@@ -24,8 +24,8 @@ __all__ = ["run_tasks", "saver_or_default"]
 
 
 def saver_or_default(checkpointer: BaseCheckpointSaver[Any] | None) -> BaseCheckpointSaver[Any]:
-    """``checkpointer``, or the process-wide default saver when it is ``None``."""
-    return checkpointer if checkpointer is not None else default_checkpointer()
+    """``checkpointer``, or the default store's process-wide saver when it is ``None``."""
+    return checkpointer if checkpointer is not None else open_store(shared=True)
 
 
 async def run_tasks(

@@ -242,10 +242,10 @@ async def store_score(
     run's last step, written as an update of the node that ran last (like
     :meth:`Runners.reward`), so it is one more checkpoint of the thread.
     """
-    from .checkpoint import default_checkpointer
+    from .checkpoint import open_store
     from .run import GraphRun, pending_nodes
 
-    saver = checkpointer if checkpointer is not None else default_checkpointer()
+    saver = checkpointer if checkpointer is not None else open_store(shared=True)
     started = time.perf_counter()
     async with GraphRun(task, saver) as run:
         snapshot = await run.snapshot()

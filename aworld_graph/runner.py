@@ -17,7 +17,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ._batch import run_tasks, saver_or_default
 from .agent import Agent
-from .checkpoint import default_checkpointer
 from .config import RunConfig, TaskConfig, TaskRunMode
 from .errors import DefinitionError
 from .records import Reward, TraceRecord
@@ -26,7 +25,7 @@ from .run import Done, GraphRun, GraphSource, RunEvent
 from .state import update_problems
 from .task import Task, TaskResponse
 
-__all__ = ["Runners", "default_checkpointer"]
+__all__ = ["Runners"]
 
 
 def _with_outputs(values: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import click
 
 from ..errors import DefinitionError
 from ._app import db_option, main
-from .run import _db_path, _recorded_source, _saver
+from .run import _recorded_source, _saver
 
 __all__: list[str] = []
 
@@ -96,9 +96,9 @@ def fork(
     from ..runner import Runners
 
     saver = _saver(db)
-    thread = _thread_of(saver, checkpoint, _db_path(db))
+    thread = _thread_of(saver, checkpoint, saver.label)
     values = _parse_set(sets)  # every problem at once, before anything is written
-    source = _recorded_source(saver, thread, target, _db_path(db))
+    source = _recorded_source(saver, thread, target, saver.label)
     forked = asyncio.run(
         Runners.fork(
             thread,

@@ -15,9 +15,9 @@ import click
 
 from ..errors import DefinitionError
 from ._app import db_option, main
-from ._store import open_store, store_target
 
 if TYPE_CHECKING:
+    from ..checkpoint import TrajectorySaver
     from ..config import RunConfig
     from ..graph import GraphSource
     from ..task import TaskResponse
@@ -207,9 +207,11 @@ def _run_batch(
         sys.exit(1)
 
 
-def _saver(db: str | None) -> Any:
+def _saver(db: str | None) -> TrajectorySaver:
     """The store ``--db`` names (made when missing), closed when the command ends."""
-    return click.get_current_context().with_resource(open_store(db, existing=False))
+    from ..checkpoint import open_store
+
+    return click.get_current_context().with_resource(open_store(db))
 
 
 def _report(response: TaskResponse, db_path: str, as_json: bool) -> None:
@@ -244,10 +246,6 @@ def _recorded_source(saver: Any, thread: str, target: str | None, where: str) ->
             f"run {thread} did not record what it ran; pass --target MODULE:ATTRIBUTE"
         )
     return load_target(str(target))
-
-
-def _db_path(db: str | None) -> str:
-    return str(store_target(db))
 
 
 @main.command()
@@ -323,7 +321,7 @@ def run(
             click.get_current_context(), task_id=task_id if batch is not None else tasks[0].id
         )
         conf_of = run_conf_of(engine, workers, concurrency, progress)
-        _run_batch(tasks, saver, conf_of, as_json, _db_path(db), again)
+        _run_batch(tasks, saver, conf_of, as_json, saver.label, again)
         return
     assert input_ is not None
     task = Task(
@@ -351,7 +349,7 @@ def run(
         assert response is not None
         return response
 
-    _report(asyncio.run(go()), _db_path(db), as_json)
+    _report(asyncio.run(go()), saver.label, as_json)
 
 
 @main.command()
@@ -371,9 +369,9 @@ def resume(
     from ..runner import Runners
 
     saver = _saver(db)
-    source = _recorded_source(saver, thread, target, _db_path(db))
+    source = _recorded_source(saver, thread, target, saver.label)
     response = asyncio.run(Runners.resume(thread, swarm=source, value=value, checkpointer=saver))
-    _report(response, _db_path(db), as_json)
+    _report(response, saver.label, as_json)
 
 
 @main.group()

@@ -52,11 +52,11 @@ class Worker:
         """At most ``max_concurrency`` runs at a time, over every chunk this worker holds."""
 
     def _saver(self, store: dict[str, Any]) -> TrajectorySaver:
-        from ..checkpoint import TrajectorySaver
+        from ..checkpoint import open_store
 
         key = f"{store['target']}|{store['durability']}"
         if key not in self.savers:
-            self.savers[key] = TrajectorySaver(store["target"], durability=store["durability"])
+            self.savers[key] = open_store(store["target"], durability=store["durability"])
         return self.savers[key]
 
     def pid(self) -> int:
