@@ -24,8 +24,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from . import _tracing_content as content
-from ._secrets import strip_secrets
 from ._tracing_env import global_provider, version
+from .secrets import strip_secrets
 
 __all__ = ["Tracing"]
 

@@ -1,7 +1,7 @@
 """What goes over the wire: JSON shapes of the LangGraph Platform API, input parsing, SSE frames.
 
 Every value leaving the server passes :func:`clean`: plain JSON types only, and nothing of a
-secret (:func:`~aworld_graph._secrets.strip_secrets`).
+secret (:func:`~aworld_graph.secrets.strip_secrets`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from .._secrets import strip_secrets
 from ..run import pending_nodes
+from ..secrets import strip_secrets
 
 __all__ = [
     "ApiError",
