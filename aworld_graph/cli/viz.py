@@ -74,13 +74,14 @@ def viz(
     to step through.
     """
     from .. import viz as views
+    from ..run import SingleAgent
 
     fmt = fmt or (_SUFFIXES.get(Path(output).suffix.lower()) if output else None)
     fmt = fmt or ("html" if thread else "mermaid")
     if thread and fmt != "html":
         raise click.UsageError("--run shows a run's path, which only --format html draws")
     source = load_target(target)
-    drawn = getattr(source, "agent", source)
+    drawn = source.agent if isinstance(source, SingleAgent) else source
     data: str | bytes
     if fmt == "mermaid":
         data = views.to_mermaid(drawn, tools=tools)
