@@ -43,6 +43,7 @@ __all__ = [
     "ToolCall",
     "Usage",
     "sampling_temperature",
+    "sampling_temperature_now",
 ]
 
 TokenCallback = Callable[[str], None]
@@ -69,6 +70,11 @@ def sampling_temperature(value: float | None) -> Iterator[None]:
         yield
     finally:
         _SAMPLING_TEMPERATURE.reset(token)
+
+
+def sampling_temperature_now() -> float | None:
+    """The temperature a :func:`sampling_temperature` block in force sets (``None``: none)."""
+    return _SAMPLING_TEMPERATURE.get()
 
 
 @dataclass(kw_only=True, frozen=True)

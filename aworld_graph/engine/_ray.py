@@ -24,7 +24,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from .. import tracing
 from ..config import RunConfig
 from ..errors import ConfigError, DefinitionError
-from ..model import _SAMPLING_TEMPERATURE
+from ..model import sampling_temperature_now
 from ..run import GraphRun
 from ..task import Task, TaskResponse
 from ._specs import source_spec, task_spec
@@ -193,7 +193,7 @@ async def run_on_ray(
     store = _store(saver)
     sources: dict[int, dict[str, Any]] = {}
     specs: list[dict[str, Any]] = []
-    temperature = _SAMPLING_TEMPERATURE.get()
+    temperature = sampling_temperature_now()
     for task in tasks:
         obj = task.source
         if id(obj) not in sources:

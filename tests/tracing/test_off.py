@@ -72,7 +72,7 @@ def test_a_run_with_tracing_off_does_not_import_opentelemetry() -> None:
         WATCH
         + RUN
         + "ours = sorted(f for f in importers if os.sep + 'aworld_graph' + os.sep in f)\n"
-        + "print(tracing.enabled(), ours, 'aworld_graph._tracing_otel' in sys.modules)"
+        + "print(tracing.enabled(), ours, 'aworld_graph.tracing._otel' in sys.modules)"
     )
     assert out == "False [] False"
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 if TYPE_CHECKING:
     from langgraph.types import CheckpointPayload
 
-    from ._tracing_otel import Tracing
+    from ._otel import Tracing
 
 __all__ = [
     "attached",
@@ -70,7 +70,7 @@ def configure(tracer_provider: Any = None, capture_content: bool = False) -> Non
     except ImportError:  # OpenTelemetry is not installed: tracing stays off
         _tracing = None
         return
-    from ._tracing_otel import Tracing
+    from ._otel import Tracing
 
     _tracing = Tracing(tracer_provider, capture_content=capture_content)
 

@@ -23,9 +23,9 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from . import _tracing_content as content
-from ._tracing_env import global_provider, version
-from .secrets import strip_secrets
+from ..secrets import strip_secrets
+from . import _content as content
+from ._env import global_provider, version
 
 __all__ = ["Tracing"]
 
@@ -142,11 +142,11 @@ def _server(model: Any, default: bool) -> dict[str, Any]:
 
 
 def _request(model: Any) -> dict[str, Any]:
-    from .model import _SAMPLING_TEMPERATURE
+    from ..model import sampling_temperature_now
 
     attrs: dict[str, Any] = {}
     params = getattr(model, "params", None) or {}
-    temperature = _SAMPLING_TEMPERATURE.get()
+    temperature = sampling_temperature_now()
     if temperature is None:
         temperature = params.get("temperature", getattr(model, "temperature", None))
     if isinstance(temperature, (int, float)):

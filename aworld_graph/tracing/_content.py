@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .secrets import strip_secrets
+from ..secrets import strip_secrets
 
 __all__ = ["as_json", "input_messages", "output_messages", "system_instructions", "text"]
 

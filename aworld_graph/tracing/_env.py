@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from opentelemetry import trace
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["global_provider", "provider_from_env", "version"]
 
