@@ -333,7 +333,7 @@ class PostgresDatabase:
     @contextmanager
     def read(self) -> Iterator[Tx]:
         """A read-only ``REPEATABLE READ`` snapshot. Here and in :meth:`each` psycopg begins the
-        transaction, the pool's block ends it (no pipeline mode: it cost more than it saved)."""
+        transaction, the pool's block ends it."""
         with self._errors(), self._pool.connection() as conn:
             conn.isolation_level = self._psycopg.IsolationLevel.REPEATABLE_READ
             conn.read_only = True

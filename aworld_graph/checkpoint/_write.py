@@ -198,14 +198,11 @@ def store_put(tx: Tx, rec: PutRecord, unpack: Unpack, snapshot_every: int, admit
     derived = transition_row(nodes, changed, appended)
     _texts.store(tx, rec.thread_id, rec.texts)
     tx.many(upsert_sql(tx.dialect, "checkpoint_blobs"), blob_rows)
-    tx.run(
-        upsert_sql(tx.dialect, "checkpoints"),
-        (
-            *key, rec.checkpoint_id, rec.parent_id, rec.run_id, rec.step, rec.source, rec.ts,
-            rec.skeleton, rec.metadata_json, derived[0],
-            duration_ms(parent[0] if parent else None, rec.ts), *derived[1:],
-        ),
-    )  # fmt: skip
+    nodes_json, *transition = derived
+    took = duration_ms(parent[0] if parent else None, rec.ts)
+    ids = (*key, rec.checkpoint_id, rec.parent_id, rec.run_id, rec.step, rec.source, rec.ts)
+    stored = (rec.skeleton, rec.metadata_json, nodes_json, took, *transition)
+    tx.run(upsert_sql(tx.dialect, "checkpoints"), (*ids, *stored))
 
 
 def _bases(

@@ -46,7 +46,7 @@ class _Queue:
 
 
 T = TypeVar("T")
-_PAGE = 50  # tuples a list() reads at once: more make Python's collector scan more of them
+_PAGE = 50  # tuples a list() reads and decodes at once (each page one read snapshot)
 
 
 def _in_thread(method: Callable[..., T]) -> Callable[..., Any]:
