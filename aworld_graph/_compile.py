@@ -20,8 +20,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
-from ._agent_nodes import AgentRuntime, GraphTool, turn_input
 from .agent import Agent
+from .agent.runtime import AgentRuntime, GraphTool, turn_input
 from .errors import DefinitionError
 from .graph import BuiltGraph, GraphSource, as_source, build_agent_nodes
 from .nodes import Critic, Human, Node

@@ -17,8 +17,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from ._agent_nodes import AgentRuntime
 from .agent import Agent
+from .agent.runtime import AgentRuntime
 from .errors import DefinitionError
 from .swarm import Swarm
 

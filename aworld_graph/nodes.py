@@ -18,7 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 
 from . import tracing
-from ._resolve import resolve_model
+from .agent import resolve_model
 from .config import AgentConfig
 from .errors import DefinitionError
 from .model import ChatModel

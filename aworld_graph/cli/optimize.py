@@ -205,7 +205,7 @@ def optimize_command(
       aworld-graph optimize workflows/math.yaml --tasks tasks.jsonl --budget iterations=6 --out /tmp/opt
       aworld-graph optimize workflows/math.yaml --tasks tasks.jsonl --engine ray --workers 4
     """
-    from .._resolve import resolve_model
+    from ..agent import resolve_model
     from ..config import AgentConfig
     from ..meta import Budget, default_operators, load_tasks, optimize
 

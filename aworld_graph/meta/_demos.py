@@ -2,7 +2,7 @@
 
 A demonstration is a node's turn in a run that succeeded: the question it was given, the tool
 calls it made with their results, and its answer (question → call → result → answer). The
-agent sees it as turns of its own (:func:`~aworld_graph._messages.demo_messages`), rendered as
+agent sees it as turns of its own (:func:`demo_messages` of the agent room), rendered as
 its conversation is, so a small model is shown how to call the tool and copy its result. A
 demonstration set is kept only when it raises the training score (the search measures that on
 the training tasks that are not themselves demonstrations).

@@ -280,7 +280,7 @@ def strong_optimizer(model: ChatModel | None) -> bool:
     """Whether the reflective rewrite has a model that can do it: ``model`` itself, or (for
     ``None``) an ``LLM_*`` endpoint; the embedded SmolLM2 model mostly repeats the prompt it is
     shown, so it does not count."""
-    from .._resolve import resolve_model
+    from ..agent import resolve_model
     from ..config import AgentConfig
     from ..local import LocalModel
 

@@ -19,7 +19,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import CheckpointPayload, Command, StreamMode
 
 from .. import tracing
-from .._agent_nodes import TOOL_CALL_TASK
+from ..agent.runtime import TOOL_CALL_TASK
 from ..config import DEFAULT_MAX_STEPS
 from ..errors import ThreadBusy
 from ..graph import BuiltGraph

@@ -16,9 +16,10 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from . import tracing
-from ._agent_tools import AgentTools
-from ._agent_turns import current_turn, emit, limit_reached, step_of
+from .. import tracing
+from ..model import ChatModel, ModelResponse
+from ..records import Message, TraceRecord
+from ..state import SwarmState
 from ._messages import (
     assistant_message,
     demo_messages,
@@ -27,9 +28,8 @@ from ._messages import (
     tool_used_this_turn,
     turn_input,
 )
-from .model import ChatModel, ModelResponse
-from .records import Message, TraceRecord
-from .state import SwarmState
+from ._tools import AgentTools
+from ._turns import current_turn, emit, limit_reached, step_of
 
 __all__ = ["llm_step"]
 

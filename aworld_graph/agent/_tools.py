@@ -14,10 +14,10 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from .agent import Agent
-from .errors import DefinitionError
-from .records import TraceRecord
-from .tools import Tool, ToolOutcome, ToolProvider, ToolSpec, as_tools
+from ..errors import DefinitionError
+from ..records import TraceRecord
+from ..tools import Tool, ToolOutcome, ToolProvider, ToolSpec, as_tools
+from . import Agent
 
 __all__ = ["AgentTools", "GraphTool"]
 
@@ -55,7 +55,7 @@ class AgentTools:
 
     def _ensure_provider(self) -> ToolProvider | None:
         if self.provider is None and self.agent.mcp_config is not None:
-            from .environment import Sandbox  # the MCP environment, built lazily
+            from ..environment import Sandbox  # the MCP environment, built lazily
 
             self.provider = Sandbox(
                 mcp_config=self.agent.mcp_config,
@@ -80,7 +80,7 @@ class AgentTools:
                 offered = await provider.tool_specs()
                 down = self.unavailable
                 if down and not offered and not self.local_tools:
-                    from .environment import ServerUnavailable
+                    from ..environment import ServerUnavailable
 
                     raise ServerUnavailable(
                         ", ".join(down),

@@ -7,9 +7,9 @@ is an ``OpenAIModel`` on a loopback server), so neither imports the other's user
 
 from __future__ import annotations
 
-from .config import AgentConfig
-from .local import LocalModel
-from .model import ChatModel, OpenAIModel
+from ..config import AgentConfig
+from ..local import LocalModel
+from ..model import ChatModel, OpenAIModel
 
 __all__ = ["resolve_model"]
 

@@ -7,9 +7,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from .model import ModelResponse
-from .records import Message
-from .state import SwarmState
+from ..model import ModelResponse
+from ..records import Message
+from ..state import SwarmState
 
 __all__ = [
     "NUDGE",

@@ -10,10 +10,10 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from ._agent_tools import AgentTools
+from ..records import Message, ToolResult
+from ..tools import truncate_for_model
 from ._messages import NUDGE
-from .records import Message, ToolResult
-from .tools import truncate_for_model
+from ._tools import AgentTools
 
 __all__ = ["run_call"]
 

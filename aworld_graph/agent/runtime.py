@@ -21,17 +21,17 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END
 
-from . import tracing
-from ._agent_llm import llm_step
-from ._agent_tools import AgentTools, GraphTool
+from .. import tracing
+from ..model import ChatModel
+from ..records import Message, ToolResult
+from ..state import SwarmState
+from . import Agent, tools_node_name
+from ._llm import llm_step
 from ._messages import last_assistant, public_messages, turn_input
 from ._resolve import resolve_model
 from ._tool_calls import run_call
+from ._tools import AgentTools, GraphTool
 from ._tools_node import TOOL_CALL_TASK, tools_step
-from .agent import Agent, tools_node_name
-from .model import ChatModel
-from .records import Message, ToolResult
-from .state import SwarmState
 
 __all__ = ["TOOL_CALL_TASK", "AgentRuntime", "GraphTool", "public_messages", "turn_input"]
 

@@ -14,14 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..config import AgentConfig
+from ..errors import DefinitionError
+from ..model import ChatModel
+from ..tools import Tool
 from ._resolve import resolve_model
-from .config import AgentConfig
-from .errors import DefinitionError
-from .model import ChatModel
-from .tools import Tool
 
 if TYPE_CHECKING:
-    from .tools import ToolProvider
+    from ..tools import ToolProvider
 
 __all__ = ["Agent", "resolve_model", "tools_node_name"]
 

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.func import task
 
-from ._agent_tools import AgentTools
-from ._agent_turns import emit, step_of
+from ..records import Message, ToolResult, TraceRecord
+from ..state import SwarmState
+from . import tools_node_name
 from ._messages import last_assistant
-from .agent import tools_node_name
-from .records import Message, ToolResult, TraceRecord
-from .state import SwarmState
+from ._tools import AgentTools
+from ._turns import emit, step_of
 
 __all__ = ["TOOL_CALL_TASK", "RunCall", "tools_step"]
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 
-from .agent import Agent
-from .records import Message
-from .state import SwarmState
+from ..records import Message
+from ..state import SwarmState
+from . import Agent
 
 if TYPE_CHECKING:
-    from .run.events import AgentEvent
+    from ..run.events import AgentEvent
 
 __all__ = ["current_turn", "emit", "limit_reached", "llm_calls", "step_of"]
 
