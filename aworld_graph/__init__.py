@@ -19,17 +19,17 @@ _EXPORTS: dict[str, str] = {
     "AgentConfig": "config",
     "ChatModel": "model",
     "ConfigError": "errors",
-    "Critic": "nodes",
+    "Critic": "swarm.nodes",
     "DefinitionError": "errors",
     "Edge": "swarm",
     "GraphBuildType": "swarm",
     "HandoffSwarm": "swarm",
-    "Human": "nodes",
+    "Human": "swarm.nodes",
     "HybridSwarm": "swarm",
     "ModelError": "errors",
     "ModelResponse": "model",
     "ModelRetry": "errors",
-    "Node": "nodes",
+    "Node": "swarm.nodes",
     "OpenAIModel": "model",
     "RunConfig": "config",
     "Runners": "runner",
@@ -115,7 +115,6 @@ if TYPE_CHECKING:
         RuntimeFailure,
     )
     from .model import ChatModel, ModelResponse, OpenAIModel
-    from .nodes import Critic, Human, Node
     from .runner import Runners
     from .spec import load_workflow
     from .state import SwarmState
@@ -129,5 +128,6 @@ if TYPE_CHECKING:
         WorkflowSwarm,
         edge,
     )
+    from .swarm.nodes import Critic, Human, Node
     from .task import Task, TaskResponse
     from .tools import Tool, tool

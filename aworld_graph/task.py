@@ -11,7 +11,7 @@ from .errors import DefinitionError
 
 if TYPE_CHECKING:
     from .agent import Agent
-    from .graph import GraphSource
+    from .swarm.graph import GraphSource
 
 __all__ = ["Task", "TaskResponse"]
 
@@ -57,7 +57,7 @@ class Task:
     @property
     def source(self) -> GraphSource:
         """The agent or swarm this task runs."""
-        from .graph import as_source
+        from .swarm.graph import as_source
 
         return as_source(self.agent if self.agent is not None else self.swarm)
 

@@ -13,9 +13,9 @@ import pytest
 
 from aworld_graph import Runners, Swarm, edge
 from aworld_graph.checkpoint import TrajectorySaver
-from aworld_graph.conditions import MAX_CHARS, compile_condition
 from aworld_graph.errors import DefinitionError
-from aworld_graph.nodes import Node
+from aworld_graph.swarm.conditions import MAX_CHARS, compile_condition
+from aworld_graph.swarm.nodes import Node
 
 
 @pytest.mark.parametrize(

@@ -69,7 +69,7 @@ def test_the_graph_sees_the_package() -> None:
     assert "aworld_graph.runner" in graph and "aworld_graph.checkpoint" in graph
     assert graph.has_edge("aworld_graph.runner", "aworld_graph.run")
     assert graph.has_edge("aworld_graph.run", "aworld_graph.run._graph_run")
-    assert graph.has_edge("aworld_graph._compile", "aworld_graph.swarm")
+    assert graph.has_edge("aworld_graph.swarm.compile", "aworld_graph.swarm")
 
 
 def test_no_import_circle() -> None:

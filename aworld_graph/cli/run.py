@@ -19,7 +19,7 @@ from ._app import db_option, main
 if TYPE_CHECKING:
     from ..checkpoint import TrajectorySaver
     from ..config import RunConfig
-    from ..graph import GraphSource
+    from ..swarm.graph import GraphSource
     from ..task import TaskResponse
 
 __all__ = ["engine_options", "load_target", "run_conf_of"]
@@ -27,7 +27,7 @@ __all__ = ["engine_options", "load_target", "run_conf_of"]
 
 def load_target(target: str) -> GraphSource:
     """Import ``module:attribute`` and return it as a runnable agent or swarm."""
-    from ..graph import as_source
+    from ..swarm.graph import as_source
 
     if target.endswith((".yaml", ".yml")):
         try:

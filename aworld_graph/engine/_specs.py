@@ -32,7 +32,7 @@ from typing import Any
 from ..agent import Agent
 from ..config import TaskConfig, TaskRunMode
 from ..errors import DefinitionError
-from ..graph import GraphSource, SingleAgent
+from ..swarm.graph import GraphSource, SingleAgent
 from ..task import Task
 
 __all__ = ["remember", "source_of", "task_of", "task_spec"]

@@ -29,8 +29,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from .._batch import saver_or_default
 from ..config import RunConfig
 from ..export.runs import Run, load_run
-from ..graph import GraphSource
 from ..rewards import RewardFn, episode_reward, score_response
+from ..swarm.graph import GraphSource
 from ..task import Task
 from ..trajectory import usage_of
 from .candidates import Evaluation

@@ -16,7 +16,7 @@ store, :class:`aworld_graph.trajectory.Run`.)
 
 from __future__ import annotations
 
-from ..graph import BuiltGraph, GraphSource, SingleAgent, as_source
+from ..swarm.graph import BuiltGraph, GraphSource, SingleAgent, as_source
 from ._graph_run import Done, GraphRun, built
 from ._response import pending_nodes
 from .events import (

@@ -22,7 +22,7 @@ from .. import tracing
 from ..agent.runtime import TOOL_CALL_TASK
 from ..config import DEFAULT_MAX_STEPS
 from ..errors import ThreadBusy
-from ..graph import BuiltGraph
+from ..swarm.graph import BuiltGraph
 from ..task import Task, TaskResponse
 from ._response import no_new_turn, pending_nodes, respond
 from .events import AgentEvent, EventSink

@@ -21,11 +21,11 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from .. import tracing
-from .._compile import compile_agent, compile_swarm
 from ..config import DEFAULT_MAX_STEPS, TaskConfig
 from ..errors import DefinitionError
-from ..graph import BuiltGraph, GraphSource, as_source
 from ..swarm import Swarm
+from ..swarm.compile import compile_agent, compile_swarm
+from ..swarm.graph import BuiltGraph, GraphSource, as_source
 from ..task import Task, TaskResponse
 from ._drive import drive, run_config
 from ._response import respond

@@ -12,7 +12,7 @@ import yaml
 from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import ConfigError, DefinitionError
-from ..nodes import Critic, Human, Node
+from ..swarm.nodes import Critic, Human, Node
 from ._problems import Problem, did_you_mean
 from ._registry import BUILTIN_SCORERS, BUILTIN_TOOLS, ImportProblem, Unchecked, import_ref
 from .models import AgentCard, CriticCard, FunctionCard, HumanCard, ModelSettings

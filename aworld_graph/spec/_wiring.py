@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..conditions import FIELDS, Condition, compile_condition
 from ..errors import DefinitionError
 from ..swarm import Edge, edge
+from ..swarm.conditions import FIELDS, Condition, compile_condition
 from ._problems import Problem, did_you_mean
 from ._registry import ImportProblem, Unchecked, import_ref
 from ._validate import check

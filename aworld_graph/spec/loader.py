@@ -17,8 +17,8 @@ from typing import Any
 from ..agent import Agent
 from ..errors import DefinitionError
 from ..model import ChatModel
-from ..nodes import Critic
 from ..swarm import Swarm
+from ..swarm.nodes import Critic
 from ._cards import (
     CardIndex,
     Context,

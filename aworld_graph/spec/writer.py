@@ -20,8 +20,8 @@ import yaml
 from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import DefinitionError
-from ..nodes import Critic, Human, Node
 from ..swarm import GraphBuildType, Swarm
+from ..swarm.nodes import Critic, Human, Node
 from ._registry import BUILTIN_SCORERS, BUILTIN_TOOLS, ref_of
 
 __all__ = ["card_to_dict", "dump_workflow", "swarm_to_dict", "swarm_to_yaml"]
@@ -108,7 +108,7 @@ def swarm_to_dict(swarm: Swarm, *, base: Path | None = None) -> dict[str, Any]:
             fn = e.condition.fn
             item["when"] = (
                 e.condition.text
-                if getattr(fn, "__module__", "") == "aworld_graph.conditions"
+                if getattr(fn, "__module__", "") == "aworld_graph.swarm.conditions"
                 else ref_of(fn, {}, "predicate", f"edge {e.source} -> {e.target}")
             )
         if e.max_rounds is not None:

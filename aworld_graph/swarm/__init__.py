@@ -23,9 +23,9 @@ from typing import Any
 
 import networkx as nx
 
-from .agent import Agent
+from ..agent import Agent
+from ..errors import DefinitionError
 from .conditions import Condition, compile_condition
-from .errors import DefinitionError
 from .nodes import Critic, Human, Node
 
 __all__ = [

@@ -1,7 +1,7 @@
 """What the runner runs and what it turns into.
 
 A :class:`GraphSource` (a single :class:`~aworld_graph.agent.Agent`, or a swarm) is a pure
-definition; :mod:`aworld_graph._compile` builds its ``StateGraph`` over
+definition; :mod:`aworld_graph.swarm.compile` builds its ``StateGraph`` over
 :class:`~aworld_graph.state.SwarmState` (once per source: :func:`aworld_graph.run.built`).
 :class:`BuiltGraph` compiles it per checkpointer and owns the agent runtimes (models, tool
 connections) so the runner can close them when a run ends.
@@ -17,10 +17,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from .agent import Agent
-from .agent.runtime import AgentRuntime
-from .errors import DefinitionError
-from .swarm import Swarm
+from ..agent import Agent
+from ..agent.runtime import AgentRuntime
+from ..errors import DefinitionError
+from . import Swarm
 
 __all__ = ["BuiltGraph", "GraphSource", "SingleAgent", "as_source", "build_agent_nodes"]
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import DefinitionError
+from ..errors import DefinitionError
 
 __all__ = ["Condition", "compile_condition", "state_view", "FIELDS", "MAX_CHARS", "MAX_DEPTH"]
 

@@ -20,15 +20,15 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
-from .agent import Agent
-from .agent.runtime import AgentRuntime, GraphTool, turn_input
-from .errors import DefinitionError
+from ..agent import Agent
+from ..agent.runtime import AgentRuntime, GraphTool, turn_input
+from ..errors import DefinitionError
+from ..records import TraceRecord
+from ..state import SwarmState
+from ..tools import ToolSpec
+from . import Edge, GraphBuildType, Swarm
 from .graph import BuiltGraph, GraphSource, as_source, build_agent_nodes
 from .nodes import Critic, Human, Node
-from .records import TraceRecord
-from .state import SwarmState
-from .swarm import Edge, GraphBuildType, Swarm
-from .tools import ToolSpec
 
 __all__ = ["SubRun", "compile_agent", "compile_swarm"]
 

@@ -1,6 +1,6 @@
 """Nodes that are not LLM agents: ``Critic``, ``Human`` and plain function nodes (``Node``).
 
-Each is a dataclass definition; :mod:`aworld_graph._compile` turns it into a graph node whose
+Each is a dataclass definition; :mod:`aworld_graph.swarm.compile` turns it into a graph node whose
 return value is an explicit state delta (plus one trace record).
 """
 
@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 
-from . import tracing
-from .agent import resolve_model
-from .config import AgentConfig
-from .errors import DefinitionError
-from .model import ChatModel
-from .records import Reward, TraceRecord
-from .state import SwarmState
+from .. import tracing
+from ..agent import resolve_model
+from ..config import AgentConfig
+from ..errors import DefinitionError
+from ..model import ChatModel
+from ..records import Reward, TraceRecord
+from ..state import SwarmState
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 __all__ = ["Critic", "Human", "Node", "Verdict"]
 
