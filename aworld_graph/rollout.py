@@ -21,8 +21,9 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from ._batch import run_tasks, saver_or_default
+from .checkpoint import open_store
 from .config import RunConfig
+from .engine.batch import run_tasks
 from .errors import DefinitionError
 from .model import sampling_temperature
 from .rewards import RewardFn, Score, episode_reward, exact, score_response, store_score
@@ -192,7 +193,7 @@ async def rollout(
     todo = [tasks] if isinstance(tasks, Task) else list(tasks)
     if len({t.id for t in todo}) != len(todo):
         raise DefinitionError("rollout: two tasks share an id; each task needs its own id")
-    saver = saver_or_default(checkpointer)
+    saver = checkpointer if checkpointer is not None else open_store(shared=True)
     copies = {t.id: [_copy(t, i, temperature) for i in range(n)] for t in todo}
     with sampling_temperature(temperature):
         responses = await run_tasks(

@@ -15,9 +15,10 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from ._batch import run_tasks, saver_or_default
 from .agent import Agent
+from .checkpoint import open_store
 from .config import RunConfig, TaskConfig, TaskRunMode
+from .engine.batch import run_tasks
 from .errors import DefinitionError
 from .records import Reward, TraceRecord
 from .rollout import rollout as _rollout
@@ -80,6 +81,11 @@ def _task(
     return Task(**kwargs)
 
 
+
+def _store(checkpointer: BaseCheckpointSaver[Any] | None) -> BaseCheckpointSaver[Any]:
+    """``checkpointer``, or the default store's process-wide saver when it is ``None``."""
+    return checkpointer if checkpointer is not None else open_store(shared=True)
+
 class Runners:
     """Run agents and swarms (AWorld's ``Runners``)."""
 
@@ -136,7 +142,7 @@ class Runners:
         """
         if task.conf.run_mode != TaskRunMode.INTERACTIVE:
             task.conf.run_mode = TaskRunMode.INTERACTIVE
-        async with GraphRun(task, saver_or_default(checkpointer)) as run:
+        async with GraphRun(task, _store(checkpointer)) as run:
             response, updates = await run.step()
         return response.status != "running", updates, response
 
@@ -155,7 +161,7 @@ class Runners:
         Returns the task's response read back with the reward in it (the response of the
         step itself was made before the reward was given)."""
         started = time.perf_counter()
-        async with GraphRun(task, saver_or_default(checkpointer)) as run:
+        async with GraphRun(task, _store(checkpointer)) as run:
             snapshot = await run.snapshot()
             trace: list[TraceRecord] = (snapshot.values or {}).get("trace") or []
             if not trace:
@@ -191,7 +197,7 @@ class Runners:
         where continuing a thread that has no checkpoint has nothing to continue from): it is
         never started afresh with an empty input.
         """
-        saver = saver_or_default(checkpointer)
+        saver = _store(checkpointer)
         task = _task("", agent, swarm, task_id=task_id, session_id=None, conf=conf)
         async with GraphRun(task, saver) as run:
             snapshot = await run.snapshot()
@@ -234,7 +240,7 @@ class Runners:
                 f"Runners.fork: the state edit has {len(problems)} problem(s): "
                 + "; ".join(problems)
             )
-        saver = saver_or_default(checkpointer)
+        saver = _store(checkpointer)
         task = _task("", agent, swarm, task_id=task_id, session_id=None, conf=None)
         async with GraphRun(task, saver) as run:
             compiled = run.graph
@@ -283,6 +289,6 @@ class Runners:
         ``answer``, ``server_unavailable``.
         """
         task = _task(input, agent, swarm, task_id=task_id, session_id=session_id, conf=conf)
-        async with GraphRun(task, saver_or_default(checkpointer)) as run:
+        async with GraphRun(task, _store(checkpointer)) as run:
             async for event in run.stream():
                 yield event

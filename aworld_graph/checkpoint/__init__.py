@@ -16,12 +16,14 @@ from __future__ import annotations
 from ..secrets import strip_secrets
 from ._db import Durability
 from ._inspect import ThreadSummary, TransitionRow
+from ._schema import SCHEMA_VERSION
 from ._serde import StrictSerializer
 from .saver import TrajectorySaver
 from .store import DB_ENV_VAR, Database, Tx, open_store
 
 __all__ = [
     "DB_ENV_VAR",
+    "SCHEMA_VERSION",
     "Database",
     "Durability",
     "StrictSerializer",

@@ -172,7 +172,7 @@ def _size(path: Path) -> int:
 def migrate_command(db: str) -> None:
     """Bring a checkpoint store written by an older aworld-graph to this version's schema
     (the first write does it too). DB is a SQLite file or a postgresql:// URL."""
-    from ..checkpoint._schema import SCHEMA_VERSION
+    from ..checkpoint import SCHEMA_VERSION
 
     with open_store(db, create=False) as saver:
         changed = saver.migrate()

@@ -26,7 +26,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from .._batch import saver_or_default
+from ..checkpoint import open_store
 from ..config import RunConfig
 from ..export.runs import Run, load_run
 from ..rewards import RewardFn, episode_reward, score_response
@@ -144,7 +144,7 @@ async def evaluate(
     from ..rollout import rollout
 
     prefix = thread_prefix(run_id, candidate, split)
-    saver = saver_or_default(checkpointer)
+    saver = checkpointer if checkpointer is not None else open_store(shared=True)
     failed: dict[str, Run] = {}
     if not retry_errors:
         for item in items:

@@ -1,7 +1,6 @@
-"""Many tasks at once: the loop of :meth:`Runners.run_task <aworld_graph.runner.Runners.run_task>`.
-
-It sits below the runner and :func:`~aworld_graph.rollout.rollout` so both use the one loop
-(local, at most ``concurrency`` runs in flight, or on Ray workers) without importing each other.
+"""Many tasks at once: the loop of :meth:`Runners.run_task <aworld_graph.runner.Runners.run_task>`,
+:func:`~aworld_graph.rollout.rollout` and the optimizer's evaluation – in this process (at most
+``concurrency`` runs in flight) or on Ray workers.
 """
 
 from __future__ import annotations
@@ -12,20 +11,15 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from .checkpoint import open_store
-from .config import RunConfig
-from .engine import progress
-from .engine._ray import run_on_ray
-from .errors import DefinitionError
-from .run import GraphRun
-from .task import Task, TaskResponse
+from ..checkpoint import open_store
+from ..config import RunConfig
+from ..errors import DefinitionError
+from ..run import GraphRun
+from ..task import Task, TaskResponse
+from . import progress
+from ._ray import run_on_ray
 
-__all__ = ["run_tasks", "saver_or_default"]
-
-
-def saver_or_default(checkpointer: BaseCheckpointSaver[Any] | None) -> BaseCheckpointSaver[Any]:
-    """``checkpointer``, or the default store's process-wide saver when it is ``None``."""
-    return checkpointer if checkpointer is not None else open_store(shared=True)
+__all__ = ["run_tasks"]
 
 
 async def run_tasks(
@@ -41,7 +35,7 @@ async def run_tasks(
         raise DefinitionError(
             "run_task: two tasks share an id; task ids name checkpoint threads and must be unique"
         )
-    saver = saver_or_default(checkpointer)
+    saver = checkpointer if checkpointer is not None else open_store(shared=True)
     with progress(len(tasks), run_conf.progress if run_conf is not None else False) as tick:
         if run_conf is not None and run_conf.engine_name == "ray":
             return await run_on_ray(tasks, run_conf, saver, tick)
