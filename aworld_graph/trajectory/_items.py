@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .records import Message, Reward, TraceRecord
+from ..records import Message, Reward, TraceRecord
 
 __all__ = ["build_trajectory", "usage_of"]
 

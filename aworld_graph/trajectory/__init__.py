@@ -30,8 +30,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from ..checkpoint import TrajectorySaver, strip_secrets
 from ._items import build_trajectory, usage_of
-from .checkpoint import TrajectorySaver, strip_secrets
 
 __all__ = [
     "Run",
