@@ -274,10 +274,13 @@ async def test_steps_continue_with_a_new_saver_object_on_the_same_file(tmp_path:
     assert "worker__tools" in observation and runs == ["p"]
 
 
-def test_lazy_exports_match_all() -> None:
-    from aworld_graph import _EXPORTS  # type: ignore[attr-defined]
-
-    assert sorted(_EXPORTS) == aworld_graph.__all__
+def test_every_public_name_resolves() -> None:
+    """``__all__`` is the public surface: each name is there on first use (names load lazily)
+    and nothing else public is."""
+    assert sorted(aworld_graph.__all__) == aworld_graph.__all__
+    for name in aworld_graph.__all__:
+        assert getattr(aworld_graph, name) is not None, name
+    assert set(aworld_graph.__all__) <= set(dir(aworld_graph))
 
 
 async def test_task_config_max_steps_wins_over_the_swarm_and_must_be_positive(saver: Any) -> None:

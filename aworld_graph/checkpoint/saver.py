@@ -34,7 +34,7 @@ from ._serde import StrictSerializer
 from ._texts import reading_texts
 from ._write import prepare_put, prepare_writes, store_put, store_writes
 
-__all__ = ["TrajectorySaver"]
+__all__ = ["PAGE", "TrajectorySaver"]
 
 
 @dataclass(slots=True)
@@ -46,7 +46,8 @@ class _Queue:
 
 
 T = TypeVar("T")
-_PAGE = 50  # tuples a list() reads and decodes at once (each page one read snapshot)
+PAGE = 50
+"""How many tuples ``list()`` reads and decodes at once (each page one read snapshot)."""
 
 
 def _in_thread(method: Callable[..., T]) -> Callable[..., Any]:
@@ -324,9 +325,9 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         be identifiers), newest first, read a page at a time."""
         with self._reading() as tx:
             keys = list_keys(tx, config, filter, before, limit)
-        for start in range(0, len(keys), _PAGE):
+        for start in range(0, len(keys), PAGE):
             with self._reading() as tx:
-                page = to_tuples(tx, keys[start : start + _PAGE], self.serde)
+                page = to_tuples(tx, keys[start : start + PAGE], self.serde)
             yield from page
 
     def thread_of(self, checkpoint_id: str) -> str | None:

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from aworld_graph.checkpoint import TrajectorySaver
-from aworld_graph.checkpoint._schema import SCHEMA_VERSION
+from aworld_graph.checkpoint import SCHEMA_VERSION, TrajectorySaver
 from aworld_graph.errors import ConfigError, RuntimeFailure
 
 from .conftest import ask, chat_graph, execute

@@ -16,7 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from aworld_graph.checkpoint import TrajectorySaver
-from aworld_graph.checkpoint.saver import _PAGE
+from aworld_graph.checkpoint.saver import PAGE
 
 
 class S(TypedDict):
@@ -111,7 +111,7 @@ def test_a_thread_deleted_while_listing_ends_the_listing(saver: TrajectorySaver)
     saver.delete_thread("t")
     rest = list(listing)
     assert first.checkpoint["channel_values"]["n"] == 450
-    assert len(rest) == _PAGE - 1  # the rest of the first page, read before the delete
+    assert len(rest) == PAGE - 1  # the rest of the first page, read before the delete
     assert list(saver.list(THREAD)) == []
 
 

@@ -10,7 +10,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from aworld_graph.checkpoint import TrajectorySaver
-from aworld_graph.checkpoint.saver import _PAGE
+from aworld_graph.checkpoint.saver import PAGE
 from aworld_graph.errors import ConfigError
 
 from .conftest import ask, chat_graph
@@ -126,7 +126,7 @@ def test_history_and_latest_do_not_query_per_checkpoint(db_path: Path) -> None:
     long = _count_statements(
         saver, lambda: list(saver.list({"configurable": {"thread_id": "long"}}))
     )
-    pages = -(-450 // _PAGE)  # each a fixed number of queries, not one per checkpoint
+    pages = -(-450 // PAGE)  # each a fixed number of queries, not one per checkpoint
     assert long <= (pages + 1) * short < 450
     one = _count_statements(
         saver, lambda: saver.get_tuple({"configurable": {"thread_id": "short"}})
