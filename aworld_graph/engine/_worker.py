@@ -12,8 +12,6 @@ back from the store.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import os
 import socket
 import sys
@@ -26,18 +24,7 @@ if TYPE_CHECKING:
 
     from ..checkpoint import TrajectorySaver
 
-__all__ = ["GATHER_S", "Worker"]
-
-GATHER_S = 0.2
-"""After a run of a chunk ends, the worker waits this long for more to end before it sends
-their responses, together, to the driver: each message costs the driver 1-2 ms of CPU (Ray's
-streaming call; inferred from the figures below), far more than the response itself. Measured
-on 2 cores, 1,000 one-call tasks: the driver's share per task 0.7 ms with one message per run,
-0.4-0.7 ms at 20 ms, 0.1-0.3 ms at 0.2 s, and the batch 10 % faster than at 20 ms (median
-of 12 paired rounds). A response is final when it is sent; this only delays it (and the
-progress bar) by at most this long, small next to a model call, and not at all once every
-run of the chunk has ended."""
-
+__all__ = ["Worker"]
 
 class Worker:
     """One worker process (made a Ray actor by :mod:`._ray`)."""
@@ -66,40 +53,24 @@ class Worker:
     async def stream(
         self, specs: list[dict[str, Any]], store: dict[str, Any]
     ) -> AsyncIterator[list[dict[str, Any]]]:
-        """Run a chunk of tasks; yields the summaries of the runs that have ended since the
-        last yield (one or more: those that end within ``GATHER_S`` of each other travel
-        together). Cancelling the call cancels the runs still going (each stays resumable
-        from its last checkpoint)."""
+        """Run a chunk of tasks; yields each run's summary (in a list of one) as the run ends.
+        Cancelling the call cancels the runs still going (each stays resumable from its last
+        checkpoint)."""
 
         async def one(spec: dict[str, Any]) -> dict[str, Any]:
             async with self.gate:  # FIFO: the chunk's tasks start in the order they came
                 return await self.run(spec, store)
 
-        # each run, as it ends, lands in `ended` (asyncio.wait over the runs still going
-        # would look at every one of them each time one ends, quadratic in the chunk), and is
-        # let go once sent (kept, a chunk's responses make each garbage collection dearer)
+        # each run lands in `ended` when it ends and is let go once sent
         ended: asyncio.Queue[asyncio.Future[dict[str, Any]]] = asyncio.Queue()
-        every_run_ended = asyncio.Event()  # then nothing is left to wait for
         pending = {asyncio.ensure_future(one(spec)) for spec in specs}
-        counted = itertools.count(1)
-
-        def landed(job: asyncio.Future[dict[str, Any]]) -> None:
-            ended.put_nowait(job)
-            if next(counted) == len(specs):
-                every_run_ended.set()
-
         for job in pending:
-            job.add_done_callback(landed)
+            job.add_done_callback(ended.put_nowait)
         try:
             while pending:
-                done = [await ended.get()]
-                if len(pending) > 1:  # the runs that end in the next moment travel with it
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(every_run_ended.wait(), GATHER_S)
-                while not ended.empty():
-                    done.append(ended.get_nowait())
-                pending.difference_update(done)
-                yield [job.result() for job in done]
+                job = await ended.get()
+                pending.discard(job)
+                yield [job.result()]
         finally:
             for job in pending:
                 job.cancel()
