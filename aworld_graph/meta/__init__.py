@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-from ._optimize import optimize, optimize_sync
 from .candidates import Candidate, materialize
 from .evaluate import Comparison, Evaluation, bootstrap_ci, evaluate, paired_bootstrap
 from .operators import (
@@ -37,7 +36,7 @@ from .operators import (
     strong_optimizer,
 )
 from .report import rollout_curve, write_comparison, write_outputs
-from .search import Budget, Optimizer, OptimizeResult, Spent
+from .search import Budget, Optimizer, OptimizeResult, Spent, optimize, optimize_sync
 from .tasks import TaskItem, TaskSet, load_tasks, reasoning_gym_tasks, save_tasks, shipped
 
 __all__ = [

@@ -1,6 +1,6 @@
 """What every rewrite operator works with: the :class:`OperatorContext` it may look at, the
 :class:`Proposal` it returns and the :class:`Operator` protocol (the operators themselves are
-in :mod:`.operators`, :mod:`._demos` and :mod:`._instructions`)."""
+in :mod:`.operators`, :mod:`.demos` and :mod:`.instructions`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any, Protocol
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ..errors import AWorldGraphError
-from ._store import Step
 from .candidates import Candidate, materialize, next_version
+from .store import Step
 from .tasks import TaskSet
 
 __all__ = ["Operator", "OperatorContext", "Proposal"]

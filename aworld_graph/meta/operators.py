@@ -4,16 +4,16 @@
    its own model) reads the parent's failing training runs – what the node did, the answer, the
    expected answer, the critics' feedback – and writes a new system prompt for one node
    (reflective mutation, as in GEPA / TextGrad); for a strong optimizer model.
-2. :class:`PatternPrompt` (``instructions``, :mod:`._instructions`) – new system prompts
+2. :class:`PatternPrompt` (``instructions``, :mod:`.instructions`) – new system prompts
    without a model: role patterns chosen by what the failing runs show, mutation and crossover
    of earlier winners.
-3. :class:`MineDemos` (:mod:`._demos`) – few-shot demonstrations (question → tool call → result
+3. :class:`MineDemos` (:mod:`.demos`) – few-shot demonstrations (question → tool call → result
    → answer) mined from successful training runs, written into one node's card (DSPy-style
    bootstrapping).
 4. :class:`EditTopology` – insert a critic loop after a node (or give a critic more rounds),
    change a node's sampling (temperature, max tokens), self-consistency (k samples and a vote),
    add or remove a handoff edge, drop a node, swap a node's model or its tools (see
-   :mod:`._edits`).
+   :mod:`.edits`).
 
 An operator returns ``None`` when it has nothing (left) to try on the parent, or a
 :class:`Proposal`; a proposal without ``spec`` records an attempt that produced nothing
@@ -34,10 +34,10 @@ from ..errors import ConfigError
 from ..export.runs import Run, load_run
 from ..model import ChatModel
 from ._context import Operator, OperatorContext, Proposal
-from ._demos import MineDemos
-from ._edits import DEFAULT_CRITICS, apply_edit, bump_card, topology_edits
-from ._instructions import PatternPrompt
 from .candidates import node_of
+from .demos import MineDemos
+from .edits import DEFAULT_CRITICS, apply_edit, bump_card, topology_edits
+from .instructions import PatternPrompt
 
 __all__ = [
     "OPERATOR_NAMES",

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._store import Step
 from .budget import Budget, Spent
 from .candidates import Candidate
 from .evaluate import Comparison
+from .store import Step
 from .tasks import TaskSet
 
 __all__ = ["OptimizeResult"]

@@ -18,13 +18,14 @@ from tests.meta.helpers import run_synthetic
 
 def main(directory: Path, after: int) -> None:
     count = 0
+    student = syn.student_model().fn
 
     def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         nonlocal count
         count += 1
         if count == after:
             os._exit(3)
-        return syn._student(messages, tools)
+        return student(messages, tools)
 
     asyncio.run(run_synthetic(directory, model=FunctionModel(reply)))
 

@@ -121,12 +121,8 @@ async def test_mined_demos_carry_the_call_and_its_result(tmp_path: Path) -> None
 
 
 def test_a_demo_set_is_kept_only_when_it_raises_the_score_on_the_other_tasks() -> None:
-    from typing import cast
-
-    from aworld_graph.meta._evaluation import Evaluator
-    from aworld_graph.meta._iteration import Iterations
-    from aworld_graph.meta._state import SearchState
     from aworld_graph.meta.candidates import Evaluation
+    from aworld_graph.meta.search import verdict
 
     tasks = syn.synthetic_tasks(train=4, dev=0, test=0)
     ids = [t.id for t in tasks.train]
@@ -141,17 +137,9 @@ def test_a_demo_set_is_kept_only_when_it_raises_the_score_on_the_other_tasks() -
         return c
 
     parent = cand("c000", [0, 0, 1, 0], [])
-    its = Iterations(
-        state=SearchState(tasks, None),
-        evaluate=cast(Evaluator, None),
-        ops=[],
-        selection="best",
-        min_gain=0.0,
-        seed=0,
-    )
     copied = cand("c001", [1, 1, 1, 0], [0, 1])  # right only on its own demonstrations' tasks
-    status, note = its.verdict(copied, parent, copied.evals["train"])
+    status, note = verdict(copied, parent, tasks.train)
     assert status == "rejected" and "+0.000 on the 2 tasks that are not demonstrations" in note
     helped = cand("c002", [1, 0, 1, 1], [0])  # right on a task it was not shown, too
-    status, note = its.verdict(helped, parent, helped.evals["train"])
+    status, note = verdict(helped, parent, tasks.train)
     assert status == "accepted" and "on the 3 tasks" in note

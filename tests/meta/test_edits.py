@@ -15,9 +15,9 @@ import pytest
 from aworld_graph import Agent, Runners
 from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.meta import TaskItem, evaluate, materialize
-from aworld_graph.meta._edits import apply_edit, topology_edits
 from aworld_graph.meta.candidates import node_of, seed_spec
 from aworld_graph.meta.checks import arguments_match_question, majority_vote
+from aworld_graph.meta.edits import apply_edit, topology_edits
 from aworld_graph.rewards import numeric
 from aworld_graph.testing import FunctionModel, tool_call
 
@@ -189,14 +189,10 @@ async def test_self_consistency_is_k_samples_and_a_vote(tmp_path: Path) -> None:
 
 
 def test_self_consistency_is_kept_only_on_paired_evidence_that_it_pays() -> None:
-    from typing import cast
-
     from aworld_graph.meta import Candidate
     from aworld_graph.meta import synthetic as syn
-    from aworld_graph.meta._evaluation import Evaluator
-    from aworld_graph.meta._iteration import Iterations
-    from aworld_graph.meta._state import SearchState
     from aworld_graph.meta.candidates import Evaluation
+    from aworld_graph.meta.search import verdict
 
     tasks = syn.synthetic_tasks(train=20, dev=0, test=0)
     ids = [t.id for t in tasks.train]
@@ -213,20 +209,9 @@ def test_self_consistency_is_kept_only_on_paired_evidence_that_it_pays() -> None
         return c
 
     parent = cand("c000", "seed", 4)
-    its = Iterations(
-        state=SearchState(tasks, None),
-        evaluate=cast(Evaluator, None),
-        ops=[],
-        selection="best",
-        min_gain=0.0,
-        seed=0,
-    )
     a_little = cand("c001", "self_consistency", 5)  # +1 task of 20: no evidence
-    status, note = its.verdict(a_little, parent, a_little.evals["train"])
+    status, note = verdict(a_little, parent, tasks.train)
     assert status == "rejected" and "P(better)" in note
-    assert (
-        its.verdict(cand("c002", "instructions", 5), parent, cand("c002", "x", 5).evals["train"])[0]
-        == "accepted"
-    )
+    assert verdict(cand("c002", "instructions", 5), parent, tasks.train)[0] == "accepted"
     a_lot = cand("c003", "self_consistency", 12)  # +8 of 20
-    assert its.verdict(a_lot, parent, a_lot.evals["train"])[0] == "accepted"
+    assert verdict(a_lot, parent, tasks.train)[0] == "accepted"

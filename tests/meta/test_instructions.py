@@ -23,8 +23,8 @@ from aworld_graph.meta import (
     write_comparison,
 )
 from aworld_graph.meta import synthetic as syn
-from aworld_graph.meta._instructions import PATTERNS, diagnose, sentences
 from aworld_graph.meta.candidates import node_of
+from aworld_graph.meta.instructions import PATTERNS, diagnose, sentences
 from aworld_graph.testing import FunctionModel
 from tests.meta.helpers import run_synthetic
 

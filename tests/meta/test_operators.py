@@ -21,8 +21,8 @@ from aworld_graph.meta import (
     materialize,
 )
 from aworld_graph.meta import synthetic as syn
-from aworld_graph.meta._edits import DEFAULT_CRITICS, apply_edit, topology_edits
 from aworld_graph.meta.candidates import node_of, seed_spec
+from aworld_graph.meta.edits import DEFAULT_CRITICS, apply_edit, topology_edits
 from aworld_graph.testing import FunctionModel
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,8 @@ from aworld_graph.checkpoint import open_store
 from aworld_graph.errors import ConfigError
 from aworld_graph.meta import Budget, OptimizeResult
 from aworld_graph.meta import synthetic as syn
-from aworld_graph.meta._store import MetaStore
+from aworld_graph.meta.demos import demo_inputs
+from aworld_graph.meta.store import MetaStore
 from tests.meta.helpers import BUDGET, OPERATORS, ROOT, run_synthetic
 
 
@@ -77,8 +78,6 @@ def test_dev_confirms_and_test_reports(bench: Bench) -> None:
     ]
     assert best.score("dev") == max(c.score("dev") for c in confirmed)  # type: ignore[type-var]
     assert all("test" not in c.evals for c in full.candidates if c not in (best, full.seed))
-    from aworld_graph.meta._demos import demo_inputs
-
     for c in full.candidates:  # the gain is measured on the tasks that are not demonstrations
         if c.status not in ("accepted", "rejected"):
             continue

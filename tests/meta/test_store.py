@@ -17,7 +17,7 @@ import aworld_graph.cli.optimize  # noqa: F401  (registers the command)
 from aworld_graph.checkpoint import TrajectorySaver, open_store
 from aworld_graph.cli import main
 from aworld_graph.meta import Candidate
-from aworld_graph.meta._store import MetaStore
+from aworld_graph.meta.store import MetaStore
 from tests.fake_openai import FakeOpenAI, text
 from tests.meta.test_cli import _project
 
@@ -90,15 +90,32 @@ def test_an_optimizer_file_of_an_earlier_version_opens(tmp_path: Path) -> None:
     for name, (columns, pk) in _OLD_TABLES.items():
         old.table(name).create(columns, pk=pk)
     old.table("meta_runs").insert(
-        {"id": "r1", "workflow": "w.yaml", "tasks": "t", "settings": '{"seed": 0}',
-         "origins": "{}", "status": "running", "created_at": "2025-01-01T00:00:00+00:00",
-         "updated_at": "2025-01-01T00:00:00+00:00"}
-    )  # fmt: skip
+        {
+            "id": "r1",
+            "workflow": "w.yaml",
+            "tasks": "t",
+            "settings": '{"seed": 0}',
+            "origins": "{}",
+            "status": "running",
+            "created_at": "2025-01-01T00:00:00+00:00",
+            "updated_at": "2025-01-01T00:00:00+00:00",
+        }
+    )
     old.table("meta_candidates").insert(
-        {"run_id": "r1", "id": "c000", "operator": None, "change": "the seed", "key": "",
-         "iteration": 0, "status": "seed", "spec": '{"name": "w"}', "cost": "{}",
-         "created_at": "2025-01-01T00:00:00+00:00", "updated_at": "2025-01-01T00:00:00+00:00"}
-    )  # fmt: skip
+        {
+            "run_id": "r1",
+            "id": "c000",
+            "operator": None,
+            "change": "the seed",
+            "key": "",
+            "iteration": 0,
+            "status": "seed",
+            "spec": '{"name": "w"}',
+            "cost": "{}",
+            "created_at": "2025-01-01T00:00:00+00:00",
+            "updated_at": "2025-01-01T00:00:00+00:00",
+        }
+    )
     old.conn.close()
 
     with open_store(db, create=False) as saver:

@@ -19,8 +19,8 @@ from typing import Any
 
 from ..export.runs import Run, load_run
 from ._context import OperatorContext, Proposal
-from ._edits import bump_card
 from .candidates import node_of
+from .edits import bump_card
 
 __all__ = ["MineDemos", "demo_inputs"]
 

@@ -29,9 +29,9 @@ from typing import Any
 
 from ..export.runs import Run, load_run
 from ._context import OperatorContext, Proposal
-from ._edits import bump_card
 from .candidates import Candidate, node_of
 from .checks import argument_text, literal_expression, same_value
+from .edits import bump_card
 
 __all__ = ["PATTERNS", "PatternPrompt", "diagnose", "sentences"]
 
