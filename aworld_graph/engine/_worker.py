@@ -63,14 +63,16 @@ class Worker:
 
         # each run lands in `ended` when it ends and is let go once sent
         ended: asyncio.Queue[asyncio.Future[dict[str, Any]]] = asyncio.Queue()
-        pending = {asyncio.ensure_future(one(spec)) for spec in specs}
+        pending: set[asyncio.Future[dict[str, Any]]] = {
+            asyncio.ensure_future(one(spec)) for spec in specs
+        }
         for job in pending:
             job.add_done_callback(ended.put_nowait)
         try:
             while pending:
-                job = await ended.get()
-                pending.discard(job)
-                yield [job.result()]
+                done = await ended.get()
+                pending.discard(done)
+                yield [done.result()]
         finally:
             for job in pending:
                 job.cancel()

@@ -55,7 +55,7 @@ class SyntheticEndpoint:
                     self.pid = _sender(self.client_address)
                 model = str(body.get("model"))
                 outer.calls.append((model, self.pid))
-                fn = synthetic._teacher if model == TEACHER else synthetic._student
+                fn = (synthetic.teacher_model() if model == TEACHER else synthetic.student_model()).fn
                 reply = fn(body["messages"], body.get("tools") or [])
                 asked = [reply] if isinstance(reply, ToolCall) else []
                 message: dict[str, Any] = {"role": "assistant", "content": None}
