@@ -87,7 +87,7 @@ class ServerApp:
         self.body_timeout = body_timeout
         self.runs = RunManager(saver)
         self.threads = Threads(saver, assistants, self.runs)
-        run = RunRoutes(self)
+        run = self.run_routes = RunRoutes(self)
         page = PageRoutes(self)
         get, post = ["GET"], ["POST"]
         table: list[tuple[str, Handler, list[str]]] = [
@@ -165,6 +165,8 @@ class ServerApp:
 
         @contextlib.asynccontextmanager
         async def span() -> Any:
+            routes = self.run_routes
+            await self.runs.recover(self.assistants.get, routes.check, self.threads.exists)
             yield
             await self.runs.close()
 

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ._input import RunCreate, query_count, validate
-from ._runs import STREAM_MODES, Run, event_name
+from ._runs import STREAM_MODES, Run, event_name, run_json
 from ._wire import ApiError, clean, input_text, sse
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class RunRoutes:
             )
         busy = bool(self.runs.busy(thread_id))
         if not busy and not new:  # else checked when the runs before it have ended
-            await self._check(thread_id, text, has_resume)
+            await self.check(thread_id, text, has_resume)
         run = await self.runs.start(
             thread_id=thread_id,
             assistant=assistant,
@@ -132,13 +132,14 @@ class RunRoutes:
             multitask_strategy=strategy,
             metadata=dict(metadata),
             kwargs={k: body.get(k) for k in ("input", "command", "stream_mode", "config")},
-            check=(lambda: self._check(thread_id, text, has_resume)) if busy else None,
+            check=(lambda: self.check(thread_id, text, has_resume)) if busy else None,
             new_thread=new,
             modes=body["stream_mode"] if streamed else None,
         )
         return run, body
 
-    async def _check(self, thread_id: str, text: str | None, has_resume: bool) -> None:
+    async def check(self, thread_id: str, text: str | None, has_resume: bool) -> None:
+        """Refuse with an ``ApiError`` a run the thread cannot take now."""
         state = await self.threads.state(thread_id)
         started = bool(state["values"]) or state["checkpoint"]["checkpoint_id"] is not None
         if has_resume and not state["interrupts"]:
@@ -190,39 +191,36 @@ class RunRoutes:
 
     # -- existing runs ---------------------------------------------------------------------
 
-    async def _run(self, request: Request) -> Run:
+    async def _run(self, request: Request) -> Run | dict[str, Any]:
+        """The run a request names: held by this server, else its stored row."""
         thread_id = request.path_params.get("thread_id")
         run_id = request.path_params["run_id"]
-        run = self.runs.get(run_id, thread_id)
-        if run is None:
+        found = self.runs.get(run_id, thread_id) or await self.runs.stored(run_id, thread_id)
+        if found is None and thread_id:
+            for past in await self.past(thread_id):
+                if past["run_id"] == run_id:
+                    return {**past, "error": None}
+        if found is None:
             raise ApiError(
                 404,
                 "run_not_found",
-                f"no live or recent run {run_id!r}"
+                f"no run {run_id!r}"
                 + (f" on thread {thread_id}" if thread_id else "")
                 + "; GET /threads/THREAD/runs lists a thread's runs",
             )
-        return run
+        return found
 
     async def get(self, request: Request) -> Response:
-        thread_id, run_id = request.path_params.get("thread_id"), request.path_params["run_id"]
-        run = self.runs.get(run_id, thread_id)
-        if run is not None:
-            return self.app.json(run.json())
-        if thread_id:
-            for past in await self.past(thread_id):
-                if past["run_id"] == run_id:
-                    return self.app.json(past)
-        await self._run(request)  # raises the 404
-        raise AssertionError("unreachable")
+        found = await self._run(request)
+        return self.app.json(found.json() if isinstance(found, Run) else run_json(found))
 
     async def list(self, request: Request) -> Response:
         thread_id = request.path_params["thread_id"]
         if not await self.threads.exists(thread_id):
             raise self.threads.not_found(thread_id)
-        live = [r.json() for r in self.runs.of_thread(thread_id)]
-        seen = {r["run_id"] for r in live}
-        runs = live + [r for r in await self.past(thread_id) if r["run_id"] not in seen]
+        runs = await self.runs.of_thread(thread_id)
+        seen = {r["run_id"] for r in runs}
+        runs += [r for r in await self.past(thread_id) if r["run_id"] not in seen]
         runs.sort(key=lambda r: r["created_at"], reverse=True)
         status = request.query_params.get("status")
         runs = [r for r in runs if not status or r["status"] == status]
@@ -231,10 +229,10 @@ class RunRoutes:
         return self.app.json(runs[offset : offset + limit])
 
     async def past(self, thread_id: str) -> builtins.list[dict[str, Any]]:
-        """Runs read back from the store (this process did not start them, or has forgotten
-        them): a run's status follows from where the thread stands. The last run of a thread
-        that stopped mid-run – its server was killed – is ``interrupted``; continue it with a
-        new run with input null."""
+        """Runs read back from the thread's checkpoints (the CLI's and the library's, which
+        have no row in the ``runs`` table): a run's status follows from where the thread
+        stands. The last run of a thread that stopped mid-run is ``interrupted``; continue it
+        with a new run with input null."""
         rows = await asyncio.to_thread(self.threads.saver.transitions, thread_id)
         runs: dict[str, dict[str, Any]] = {}
         last: str | None = None
@@ -274,10 +272,19 @@ class RunRoutes:
         return out
 
     async def join(self, request: Request) -> Response:
-        return await self._result(await self._run(request))
+        found = await self._run(request)
+        if isinstance(found, Run):
+            return await self._result(found)
+        if found["status"] in ("pending", "running"):  # another server's, going or queued
+            raise ApiError(
+                409, "run_elsewhere", f"run {found['run_id']} is not held by this server"
+            )
+        thread_id = found["thread_id"]
+        values = (await self.threads.state(thread_id))["values"]
+        return await self._answer(thread_id, found["status"], values, found["error"])
 
     async def join_stream(self, request: Request) -> Response:
-        run = await self._run(request)
+        found = await self._run(request)
         query = request.query_params
         modes = _modes(query.getlist("stream_mode") or None)
         cancel = query.get("cancel_on_disconnect", "false").lower() in ("1", "true")
@@ -290,20 +297,31 @@ class RunRoutes:
                 f"for its start; got {ascii(last[:40])}",
             )
         start = int(last) + 1 if last else 0
-        return self._sse(run, modes, cancel, start=start)
+        if not isinstance(found, Run):  # a run not held here: its events are gone
+            return self._gone(found, start)
+        return self._sse(found, modes, cancel, start=start)
+
+    def _gone(self, found: dict[str, Any], start: int) -> Response:
+        """The stream of a run this server does not hold: its ``metadata`` event, then its
+        end (its result: ``GET …/join``)."""
+        ident = {"run_id": found["run_id"], "attempt": 1}
+        body = sse("metadata", ident) if start == 0 else b""
+        where = {"Content-Location": f"/threads/{found['thread_id']}/runs/{found['run_id']}"}
+        return Response(body, media_type="text/event-stream", headers=where)
 
     async def cancel(self, request: Request) -> Response:
-        run = await self._run(request)
+        found = await self._run(request)
         query = request.query_params
         wait = query.get("wait", "0").lower() in ("1", "true")
-        await self.runs.cancel(run, action=query.get("action", "interrupt"), wait=wait)
+        if isinstance(found, Run):  # one not held here has ended
+            await self.runs.cancel(found, action=query.get("action", "interrupt"), wait=wait)
         return Response(status_code=204 if not wait else 200, content=b"" if not wait else b"{}")
 
     async def delete(self, request: Request) -> Response:
-        run = await self._run(request)
-        if not run.done.is_set():
-            raise ApiError(409, "run_active", f"run {run.run_id} is going; cancel it first")
-        self.runs.runs.pop(run.run_id, None)
+        found = await self._run(request)
+        if isinstance(found, Run) and not found.done.is_set():
+            raise ApiError(409, "run_active", f"run {found.run_id} is going; cancel it first")
+        await self.runs.forget(run_id=found.run_id if isinstance(found, Run) else found["run_id"])
         return Response(status_code=204)
 
     # -- results ---------------------------------------------------------------------------
@@ -312,14 +330,24 @@ class RunRoutes:
         """The thread's values when ``run`` ends (``__error__`` when it failed, as LangGraph's
         API answers ``wait``/``join``)."""
         await run.done.wait()
-        values: dict[str, Any] = dict(run.values or {})
-        if run.status == "interrupted" and run.error is None:
-            state = await self.threads.state(run.thread_id)
+        return await self._answer(run.thread_id, run.status, run.values, run.error, headers)
+
+    async def _answer(
+        self,
+        thread_id: str,
+        status: str,
+        values: dict[str, Any] | None,
+        error: dict[str, str] | None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        answer: dict[str, Any] = dict(values or {})
+        if status == "interrupted" and error is None:
+            state = await self.threads.state(thread_id)
             if state["interrupts"]:
-                values["__interrupt__"] = state["interrupts"]
-        if run.error is not None:
-            values["__error__"] = clean(run.error)
-        return self.app.json(values, headers=headers)
+                answer["__interrupt__"] = state["interrupts"]
+        if error is not None:
+            answer["__error__"] = clean(error)
+        return self.app.json(answer, headers=headers)
 
     def _sse(
         self, run: Run, modes: builtins.list[str], cancel_on_disconnect: bool, start: int

@@ -6,16 +6,31 @@ reader picks the modes it asked for, from the start or from an event id. A backg
 feed holds every stream mode; a streamed run's only the modes it was created with (as in
 LangGraph's server, a joining reader may ask for those or fewer).
 
-A run is acknowledged (:meth:`RunManager.start` returns, so the client gets its id) once the
-first checkpoint it streams is committed: for a new input, the run's input checkpoint, which
-holds its id; for a resume or a continuation, the checkpoint it goes on from. A run queued
-behind another on its thread (``enqueue``) is acknowledged at once and lives in this
-process until it starts.
+Every run the server accepts has a row in the store's ``runs`` table
+(:class:`~._run_table.RunTable`) before a client hears of it, and the row's status follows
+the run (``pending`` → ``running`` → ``success`` / ``error`` / ``interrupted``). A run is
+acknowledged (:meth:`RunManager.start` returns, so the client gets its id) once its row is
+committed and, when it starts at once, the first checkpoint it streams is committed too (a
+new input's input checkpoint; a resume's or a continuation's the one it goes on from). A run
+queued behind another on its thread (``enqueue``) is acknowledged once its row is committed.
+When a server starts (:meth:`RunManager.recover`), a run its predecessor left ``running``
+reads ``interrupted`` (its thread continues from its last checkpoint with input ``null``) and
+the queued runs it never started start again, per thread in the order they were accepted, as
+LangGraph's server takes pending runs from its store's queue.
+
+The table is the one source of the runs the server accepted: listing, reading and joining a
+run it is not holding read the table, and checkpoints are read only for runs it has no row of
+(the CLI's and the library's, or runs of a server before the table). Deriving a server run
+from its checkpoints cannot work: a run that has not written a checkpoint yet (queued, or a
+resume killed before its first step) has none. In memory the manager holds only what a live
+client can still join: the runs going, and the feeds of the last :data:`KEEP_FINISHED`
+finished runs (a client joining a forgotten run gets its stored result without the events).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,16 +41,25 @@ from ..config import TaskConfig
 from ..run import CriticScore, GraphRun, RunEvent, StepEvent
 from ..task import Task
 from ._assistants import Assistant
-from ._wire import ApiError, clean, now
+from ._run_table import RunTable
+from ._wire import ApiError, clean, input_text, now
 
-__all__ = ["STREAM_MODES", "Feed", "Run", "RunManager", "event_name"]
+__all__ = ["KEEP_FINISHED", "STREAM_MODES", "Feed", "Run", "RunManager", "event_name"]
+
+log = logging.getLogger("aworld_graph.server")
 
 STREAM_MODES = ("values", "updates", "messages", "messages-tuple", "custom", "checkpoints")
 """The stream modes a run produces."""
 
 _STATUS = {"finished": "success", "interrupted": "interrupted", "error": "error"}
 _STATUS |= {"max_steps": "error", "busy": "error", "running": "interrupted"}
-_KEEP_FINISHED = 2000
+KEEP_FINISHED = 100
+"""How many finished runs a server holds in memory with their stream feeds, newest first, so
+a client can still join them; older ones are read from the store (without their events)."""
+
+Check = Callable[[str, str | None, bool], Awaitable[None]]
+"""``check(thread_id, text, has_resume)``: refuses a run the thread cannot take now with an
+``ApiError`` (the routes' rule, run again when a queued run starts)."""
 
 
 def event_name(part: str, modes: list[str] | None) -> str | None:
@@ -135,6 +159,17 @@ class Run:
             "multitask_strategy": self.multitask_strategy,
             "kwargs": clean(self.kwargs),
         }
+
+    def row(self) -> dict[str, Any]:
+        """Its row of the ``runs`` table."""
+        return {**self.json(), "error": self.error}
+
+
+def run_json(row: dict[str, Any]) -> dict[str, Any]:
+    """The API's ``Run`` object of a stored row."""
+    found = {k: v for k, v in row.items() if k != "error"}
+    found |= {"metadata": clean(row["metadata"] or {}), "kwargs": clean(row["kwargs"] or {})}
+    return found
 
 
 def _scalars(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -241,25 +276,57 @@ def _critic_event(node: str, record: dict[str, Any]) -> CriticScore:
 
 
 class RunManager:
-    """The runs of this server process: at most one runs on a thread at a time."""
+    """The runs of this server process: at most one runs on a thread at a time. Each is
+    stored in the ``runs`` table of ``saver``'s store (made here if it is not there yet)."""
 
     def __init__(self, saver: Any) -> None:
         self.saver = saver
-        self.runs: OrderedDict[str, Run] = OrderedDict()
+        self.table = RunTable(saver)
+        """The store's ``runs`` table."""
+        self.live: dict[str, Run] = {}
+        """The runs pending or going."""
+        self.finished: OrderedDict[str, Run] = OrderedDict()
+        """The last :data:`KEEP_FINISHED` runs that ended, oldest first, with their feeds."""
         self.active: dict[str, list[Run]] = {}
         """Pending and running runs per thread, in the order they run."""
+
+    @property
+    def held(self) -> int:
+        """How many runs this server holds in memory: at most the live ones and
+        :data:`KEEP_FINISHED` finished ones."""
+        return len(self.live) + len(self.finished)
 
     def busy(self, thread_id: str) -> list[Run]:
         return [r for r in self.active.get(thread_id, []) if not r.done.is_set()]
 
     def get(self, run_id: str, thread_id: str | None = None) -> Run | None:
-        run = self.runs.get(run_id)
+        """A run this server holds (going, or finished not long ago)."""
+        run = self.live.get(run_id) or self.finished.get(run_id)
         if run is None or (thread_id is not None and run.thread_id != thread_id):
             return None
         return run
 
-    def of_thread(self, thread_id: str) -> list[Run]:
-        return [r for r in self.runs.values() if r.thread_id == thread_id]
+    async def stored(self, run_id: str, thread_id: str | None = None) -> dict[str, Any] | None:
+        """A run's row of the ``runs`` table (``error`` holds ``{"error", "message"}`` when
+        it failed)."""
+        row = await asyncio.to_thread(self.table.get, run_id)
+        if row is None or (thread_id is not None and row["thread_id"] != thread_id):
+            return None
+        return row
+
+    async def of_thread(self, thread_id: str) -> list[dict[str, Any]]:
+        """The API's ``Run`` objects of a thread's stored runs (a held run as it is now)."""
+        rows = await asyncio.to_thread(self.table.of_thread, thread_id)
+        held = [self.get(row["run_id"]) for row in rows]
+        return [run.json() if run else run_json(row) for run, row in zip(held, rows, strict=True)]
+
+    async def forget(self, *, run_id: str | None = None, thread_id: str | None = None) -> None:
+        """Delete a finished run, or every run of a thread, from memory and the store."""
+        for held in (self.finished, self.live):
+            for run in list(held.values()):
+                if run.run_id == run_id or run.thread_id == thread_id:
+                    held.pop(run.run_id)
+        await self.table.delete(run_id=run_id, thread_id=thread_id)
 
     async def start(
         self,
@@ -275,10 +342,10 @@ class RunManager:
         new_thread: bool = False,
         modes: list[str] | None = None,
     ) -> Run:
-        """Queue a run of ``assistant`` on ``thread_id`` and start it (or, with
-        ``enqueue``, start it when the runs before it on the thread have ended). ``check``
-        runs first (after those runs) and may refuse the run with an ``ApiError``. ``modes``:
-        the stream modes to keep (``None``: all)."""
+        """Store a run of ``assistant`` on ``thread_id`` and start it (or, with ``enqueue``,
+        start it when the runs before it on the thread have ended). ``check`` runs first
+        (after those runs) and may refuse the run with an ``ApiError``. ``modes``: the stream
+        modes to keep (``None``: all)."""
         running = self.busy(thread_id)
         if running and multitask_strategy == "reject":
             raise ApiError(
@@ -290,7 +357,6 @@ class RunManager:
         if running and multitask_strategy in ("interrupt", "rollback"):
             for other in running:
                 await self.cancel(other, action=multitask_strategy, wait=True)
-            running = []
         run = Run(
             run_id=str(uuid.uuid4()),
             thread_id=thread_id,
@@ -301,16 +367,71 @@ class RunManager:
             new_thread=new_thread,
             modes=modes,
         )
-        self.runs[run.run_id] = run
-        self._forget_old()
-        before = running[-1] if running else None
-        self.active.setdefault(thread_id, []).append(run)
+        await self.table.put(run.row())  # stored before anyone hears of it
+        if self._launch(run, check, text, resume) is None:
+            await self._stored(run)
+        return run
+
+    def _launch(
+        self,
+        run: Run,
+        check: Callable[[], Awaitable[None]] | None,
+        text: str | None,
+        resume: Any,
+    ) -> Run | None:
+        """Start ``run`` after the runs going on its thread; the run it waits for, if any."""
+        queue = self.active.setdefault(run.thread_id, [])
+        before = next((r for r in reversed(queue) if not r.done.is_set()), None)
+        queue.append(run)
+        self.live[run.run_id] = run
         run.task = asyncio.get_running_loop().create_task(
             self._execute(run, before, check, text, resume)
         )
-        if before is None:
-            await self._stored(run)
-        return run
+        return before
+
+    async def recover(
+        self,
+        assistant_of: Callable[[str], Assistant],
+        check: Check,
+        exists: Callable[[str], Awaitable[bool]],
+    ) -> None:
+        """On starting a server: runs stored ``running`` (their server died) read
+        ``interrupted``; runs stored ``pending`` start again, per thread in the order they were
+        accepted, each checked by ``check`` as it starts."""
+        for row in await asyncio.to_thread(self.table.unfinished):
+            run_id, thread_id = row["run_id"], row["thread_id"]
+            if row["status"] == "running":
+                await self.table.set_status(run_id, "interrupted", now())
+                continue
+            kwargs = row["kwargs"] or {}
+            try:
+                assistant = assistant_of(str(row["assistant_id"]))
+            except ApiError as exc:
+                error = {"error": exc.code, "message": exc.message}
+                await self.table.set_status(run_id, "error", now(), error)
+                continue
+            command = kwargs.get("command") or {}
+            text = input_text(kwargs.get("input"))
+            has_resume = isinstance(command, dict) and "resume" in command
+            resume = command.get("resume") if has_resume else None
+            new_thread = not await exists(thread_id)
+            run = Run(
+                run_id=run_id,
+                thread_id=thread_id,
+                assistant=assistant,
+                multitask_strategy=str(row["multitask_strategy"]),
+                metadata=row["metadata"] or {},
+                kwargs=kwargs,
+                created_at=str(row["created_at"]),
+                new_thread=new_thread,
+            )
+
+            def checked(
+                t: str = thread_id, x: str | None = text, r: bool = has_resume
+            ) -> Awaitable[None]:
+                return check(t, x, r)
+
+            self._launch(run, None if new_thread else checked, text, resume)
 
     async def _stored(self, run: Run) -> None:
         """Return once the first checkpoint ``run`` streamed is committed, or it ended.
@@ -329,12 +450,12 @@ class RunManager:
                     return
             await moved.wait()
 
-    def _forget_old(self) -> None:
-        while len(self.runs) > _KEEP_FINISHED:
-            oldest = next(iter(self.runs.values()))
-            if not oldest.done.is_set():
-                break
-            self.runs.pop(oldest.run_id)
+    def _finish(self, run: Run) -> None:
+        """Hold ``run`` among the finished ones, forgetting the oldest beyond the bound."""
+        self.live.pop(run.run_id, None)
+        self.finished[run.run_id] = run
+        while len(self.finished) > KEEP_FINISHED:
+            self.finished.popitem(last=False)
 
     async def _execute(
         self,
@@ -362,21 +483,30 @@ class RunManager:
             run.status = "error"
             run.error = {"error": type(exc).__name__, "message": str(exc)}
         finally:
+            run.updated_at = now()
+            try:
+                if run.cancel_action == "rollback":
+                    await self.table.delete(run_id=run.run_id)
+                else:
+                    await self.table.set_status(run.run_id, run.status, run.updated_at, run.error)
+            except Exception:  # the store failed: the run's row keeps its last status
+                log.exception("run %s: storing its status failed", run.run_id)
             if run.error is not None:
                 run.feed.append("error", clean(run.error))
-            run.updated_at = now()
             run.feed.close()
             queue = self.active.get(run.thread_id, [])
             if run in queue:
                 queue.remove(run)
             if not queue:
                 self.active.pop(run.thread_id, None)
+            self._finish(run)
             run.done.set()
             run.notify()
 
     async def _drive(self, run: Run, text: str | None, resume: Any) -> None:
         run.status = "running"
         run.updated_at = now()
+        await self.table.set_status(run.run_id, run.status, run.updated_at)
         metadata = _scalars(run.metadata)
         metadata |= {"assistant_id": run.assistant.assistant_id, "run_id": run.run_id}
         metadata |= {"graph_id": run.assistant.graph_id}
@@ -409,7 +539,9 @@ class RunManager:
     async def cancel(self, run: Run, *, action: str = "interrupt", wait: bool = False) -> None:
         """Stop ``run``: its saved checkpoints stay (``interrupt``) or are deleted
         (``rollback``); the thread continues from its last checkpoint on the next run."""
-        if run.done.is_set():
+        if run.done.is_set() or run.status not in ("pending", "running"):  # ended, or ending
+            if wait:
+                await run.done.wait()
             return
         if action not in ("interrupt", "rollback"):
             raise ApiError(422, "invalid_action", "action must be 'interrupt' or 'rollback'")
@@ -421,7 +553,7 @@ class RunManager:
 
     async def close(self) -> None:
         """Cancel every run still going (server shutdown); they stay resumable."""
-        live = [r for r in self.runs.values() if not r.done.is_set()]
+        live = [r for r in self.live.values() if not r.done.is_set()]
         for run in live:
             await self.cancel(run)
         for run in live:

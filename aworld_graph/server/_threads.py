@@ -237,6 +237,7 @@ class Threads:
         if not await self.exists(thread_id):
             raise self.not_found(thread_id)
         await asyncio.to_thread(self.saver.delete_thread, thread_id)
+        await self.runs.forget(thread_id=thread_id)
 
     async def copy(self, thread_id: str) -> dict[str, Any]:
         """A new thread with the whole history of ``thread_id`` (a fork to go on from)."""

@@ -59,7 +59,7 @@ def test_bad_requests_get_clear_json_errors(serve: Callable[..., LiveServer]) ->
         _json_error(http.post(f"/threads/{thread}/runs", json=run), 409, "nothing to resume")
         run = {"assistant_id": "counter", "input": {"input": "a"}, "multitask_strategy": "x"}
         _json_error(http.post(f"/threads/{thread}/runs", json=run), 422, "multitask_strategy")
-        _json_error(http.get(f"/threads/{thread}/runs/nope"), 404, "no live or recent run")
+        _json_error(http.get(f"/threads/{thread}/runs/nope"), 404, "no run")
         assert (
             "access-control-allow-origin"
             not in http.get("/ok", headers={"Origin": "http://x"}).headers
