@@ -22,9 +22,11 @@ from ._connections import http_protocol
 from ._guard import LOOPBACK_HOSTS
 from ._http import ServerApp
 from ._input import ID_RULE, MAX_DEPTH, MAX_METADATA
+from ._runs import KEEP_FINISHED
 
 __all__ = ["API_KEY_ENV", "Assistant", "Assistants", "ServerApp", "check_bind", "create_app"]
 __all__ += ["http_protocol", "LOOPBACK_HOSTS", "ID_RULE", "MAX_DEPTH", "MAX_METADATA"]
+__all__ += ["KEEP_FINISHED"]
 
 API_KEY_ENV = "AWORLD_GRAPH_API_KEY"
 """With this set, every route but ``/ok`` and ``/health`` needs the key."""

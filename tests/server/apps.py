@@ -11,6 +11,8 @@ import os
 import threading
 from typing import Any
 
+from langgraph.types import interrupt
+
 from aworld_graph import Agent, Human, Swarm, edge, tool
 from aworld_graph.testing import FunctionModel, tool_call
 
@@ -70,6 +72,17 @@ async def _hang() -> None:
 
 slow = Swarm(_counter("slow", _hang), name="slow")
 """Like ``counter``; hangs before answering under ``AWORLD_TEST_SLOW=hang``."""
+
+
+async def _ask(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+    answer = interrupt({"prompt": "Go ahead?"})  # resumed: the person's answer
+    await _hang()
+    return f"asked {_said(messages)}; told {answer}"
+
+
+asking = Swarm(Agent(name="asking", model=FunctionModel(_ask)), name="asking")
+"""One model call that asks a person first (an interrupt inside the step), then answers; a
+resume hangs before its step is saved under ``AWORLD_TEST_SLOW=hang``."""
 
 _drafter, _approval = (
     _echo("drafter", "plan: three steps"),

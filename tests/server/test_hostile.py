@@ -23,7 +23,8 @@ from langgraph_sdk import get_client
 
 from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.cli import main
-from aworld_graph.server import create_app
+from aworld_graph.server import KEEP_FINISHED, create_app
+from tests.server import apps
 from tests.server.conftest import LiveServer, assistants
 from tests.server.test_restart import Served, _port
 from tests.viz.chromium import Chromium
@@ -257,6 +258,99 @@ async def test_accepted_runs_survive_kill_9(tmp_path: Path, processes: list[Serv
     finally:
         await sdk.aclose()
     assert len(accepted) == 10
+
+
+async def test_an_acknowledged_resume_survives_kill_9(
+    tmp_path: Path, processes: list[Served]
+) -> None:
+    db, port = tmp_path / "served.db", _port()
+    first = Served(db, port, "asking", AWORLD_TEST_SLOW="hang")
+    processes.append(first)
+    async with httpx.AsyncClient(base_url=first.url, timeout=60) as http:
+        thread = (await http.post("/threads", json={})).json()["thread_id"]
+        run = {"assistant_id": "asking", "input": {"input": "the plan"}}
+        asked = (await http.post(f"/threads/{thread}/runs/wait", json=run)).json()
+        assert asked["__interrupt__"], asked
+        resume = {"assistant_id": "asking", "command": {"resume": "yes"}}
+        resumed = await http.post(f"/threads/{thread}/runs", json=resume)
+        assert resumed.status_code == 200, resumed.text
+        run_id = resumed.json()["run_id"]  # acknowledged; it hangs before its step is saved
+    first.stop(signal.SIGKILL)
+
+    second = Served(db, port, "asking")
+    processes.append(second)
+    sdk = get_client(url=second.url, api_key=None)
+    try:
+        got = await sdk.runs.get(thread, run_id)
+        assert (got["run_id"], got["status"], got["kwargs"]["command"]) == (
+            run_id,
+            "interrupted",
+            {"resume": "yes"},
+        )
+        listed = [(r["run_id"], r["status"]) for r in await sdk.runs.list(thread)]
+        assert listed[0] == (run_id, "interrupted") and len(listed) == 2
+        done = await sdk.runs.wait(thread, "asking", command={"resume": "yes"})
+        assert done["answer"] == "asked the plan; told yes"
+    finally:
+        await sdk.aclose()
+
+
+async def test_queued_runs_survive_kill_9_and_run_after_restart(
+    tmp_path: Path, processes: list[Served]
+) -> None:
+    db, port = tmp_path / "served.db", _port()
+    first = Served(db, port, AWORLD_TEST_SLOW="hang")
+    processes.append(first)
+    async with httpx.AsyncClient(base_url=first.url, timeout=60) as http:
+        thread = (await http.post("/threads", json={})).json()["thread_id"]
+        runs = f"/threads/{thread}/runs"
+        busy = {"assistant_id": "slow", "input": {"input": "one two three four five"}}
+        hanging = (await http.post(runs, json=busy)).json()["run_id"]  # hangs in its 2nd call
+        queued = []
+        for given in (None, {"input": "two words"}, {"input": "now three words"}):
+            body = {"assistant_id": "slow", "input": given, "multitask_strategy": "enqueue"}
+            answer = (await http.post(runs, json=body)).json()
+            assert answer["status"] == "pending", answer
+            queued.append(answer["run_id"])
+    first.stop(signal.SIGKILL)
+
+    second = Served(db, port)
+    processes.append(second)
+    sdk = get_client(url=second.url, api_key=None)
+    try:
+        assert (await sdk.runs.get(thread, hanging))["status"] == "interrupted"
+        for run_id in queued:
+            assert (await sdk.runs.get(thread, run_id))["run_id"] == run_id
+        # in their order: the first continues the killed run, then two new turns
+        answers = [(await sdk.runs.join(thread, run_id))["answer"] for run_id in queued]
+        assert answers == ["5 words", "2 words", "3 words"]
+        statuses = {r["run_id"]: r["status"] for r in await sdk.runs.list(thread)}
+        assert statuses == {hanging: "interrupted"} | dict.fromkeys(queued, "success")
+    finally:
+        await sdk.aclose()
+
+
+def test_memory_holds_live_runs_and_the_last_finished(serve: Callable[..., LiveServer]) -> None:
+    server = serve()
+    manager = server.app.state.server.runs  # the server's RunManager
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        thread = http.post("/threads", json={}).json()["thread_id"]
+        gated = {"assistant_id": "gated", "input": {"input": "three words here"}}
+        live = http.post(f"/threads/{thread}/runs", json=gated).json()["run_id"]  # held open
+        finished = []
+        for i in range(KEEP_FINISHED + 5):
+            body = {"assistant_id": "chat", "input": {"input": f"hello {i}"}}
+            done = http.post("/runs/wait", json=body)
+            assert done.status_code == 200, done.text
+            finished.append(done.headers["Content-Location"])
+        assert manager.held == KEEP_FINISHED + 1  # the live run and the newest finished
+        oldest = http.get(finished[0])  # forgotten in memory, read from the store
+        assert oldest.status_code == 200 and oldest.json()["status"] == "success"
+        assert http.get(f"{finished[0]}/join").json()["answer"] == "turn 1: hello 0"
+        apps.GATE.set()
+        assert http.get(f"/threads/{thread}/runs/{live}/join").json()["answer"] == "3 words"
+        assert manager.held == KEEP_FINISHED
+        assert len(http.get(f"/threads/{thread}/runs").json()) == 1
 
 
 # -- 6, 7. wrong input is a 4xx naming the field -------------------------------------------

@@ -32,9 +32,11 @@ def _port() -> int:
 class Served:
     """``aworld-graph serve`` in a child process on 127.0.0.1."""
 
-    def __init__(self, db: Path, port: int, **env: str) -> None:
+    def __init__(self, db: Path, port: int, *served: str, **env: str) -> None:
+        """Serve ``tests.server.apps``' workflows named ``served`` (default: ``slow``)."""
         self.url = f"http://127.0.0.1:{port}"
-        args = ["serve", "tests.server.apps:slow", "--port", str(port), "--db", str(db)]
+        targets = [f"tests.server.apps:{name}" for name in served or ("slow",)]
+        args = ["serve", *targets, "--port", str(port), "--db", str(db)]
         environ = {**os.environ, "PYTHONPATH": str(ROOT), **env}
         environ.pop("AWORLD_GRAPH_API_KEY", None)
         self.log_path = db.parent / f"serve-{port}-{time.monotonic_ns()}.log"
