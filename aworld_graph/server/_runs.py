@@ -30,6 +30,7 @@ finished runs (a client joining a forgotten run gets its stored result without t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections import OrderedDict
@@ -404,16 +405,15 @@ class RunManager:
                 await self.table.set_status(run_id, "interrupted", now())
                 continue
             kwargs = row["kwargs"] or {}
+            command = kwargs.get("command") or {}
+            has_resume = isinstance(command, dict) and "resume" in command
             try:
                 assistant = assistant_of(str(row["assistant_id"]))
+                text = input_text(kwargs.get("input"))
             except ApiError as exc:
                 error = {"error": exc.code, "message": exc.message}
                 await self.table.set_status(run_id, "error", now(), error)
                 continue
-            command = kwargs.get("command") or {}
-            text = input_text(kwargs.get("input"))
-            has_resume = isinstance(command, dict) and "resume" in command
-            resume = command.get("resume") if has_resume else None
             new_thread = not await exists(thread_id)
             run = Run(
                 run_id=run_id,
@@ -425,12 +425,8 @@ class RunManager:
                 created_at=str(row["created_at"]),
                 new_thread=new_thread,
             )
-
-            def checked(
-                t: str = thread_id, x: str | None = text, r: bool = has_resume
-            ) -> Awaitable[None]:
-                return check(t, x, r)
-
+            checked = functools.partial(check, thread_id, text, has_resume)
+            resume = command.get("resume") if has_resume else None
             self._launch(run, None if new_thread else checked, text, resume)
 
     async def _stored(self, run: Run) -> None:
