@@ -286,7 +286,9 @@ class RunRoutes:
     async def join_stream(self, request: Request) -> Response:
         found = await self._run(request)
         query = request.query_params
-        modes = _modes(query.getlist("stream_mode") or None)
+        # the SDK sends an empty ``stream_mode=`` when none is asked for: the run's own modes
+        asked = [mode for mode in query.getlist("stream_mode") if mode]
+        modes = _modes(asked) if asked else None
         cancel = query.get("cancel_on_disconnect", "false").lower() in ("1", "true")
         last = request.headers.get("last-event-id", "").strip()
         if last not in ("", "-1") and not (last.isascii() and last.isdigit()):
@@ -299,6 +301,8 @@ class RunRoutes:
         start = int(last) + 1 if last else 0
         if not isinstance(found, Run):  # a run not held here: its events are gone
             return self._gone(found, start)
+        if modes is None:
+            modes = list(found.modes or STREAM_MODES)
         return self._sse(found, modes, cancel, start=start)
 
     def _gone(self, found: dict[str, Any], start: int) -> Response:
