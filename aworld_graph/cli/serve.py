@@ -16,9 +16,6 @@ from ._app import db_option, main
 
 __all__ = ["serve"]
 
-_WILDCARDS = ("0.0.0.0", "::", "[::]", "")
-
-
 class _WithTraceback(logging.Handler):
     """The server's errors on stderr as ``error: …`` with their traceback (secrets replaced):
     a 500 tells its client to see the log, so the log has it."""
@@ -90,7 +87,14 @@ def serve(
     try:
         import uvicorn
 
-        from ..server import API_KEY_ENV, Assistants, check_bind, create_app, http_protocol
+        from ..server import (
+            API_KEY_ENV,
+            Assistants,
+            check_bind,
+            create_app,
+            host_names,
+            http_protocol,
+        )
     except ImportError as exc:
         raise ConfigError(
             f"aworld-graph serve needs the 'serve' extra ({exc.name} is missing): "
@@ -100,12 +104,7 @@ def serve(
 
     api_key = os.environ.get(API_KEY_ENV) or None
     check_bind(host, api_key, insecure=insecure)
-    if host in _WILDCARDS and not allowed_hosts:
-        raise ConfigError(
-            f"serving on every address ({host or 'all'}) answers only requests for loopback "
-            "names; name the host names clients use: --allowed-host NAME (or '*' for any)"
-        )
-    hosts = [*allowed_hosts, *([] if host in _WILDCARDS else [host])]
+    hosts = host_names(host, allowed_hosts)
     if not targets:
         targets = tuple(str(p) for p in sorted(Path("workflows").glob("*.yaml")))
         if not targets:

@@ -24,7 +24,15 @@ from ._http import ServerApp
 from ._input import ID_RULE, MAX_DEPTH, MAX_METADATA
 from ._runs import KEEP_FINISHED
 
-__all__ = ["API_KEY_ENV", "Assistant", "Assistants", "ServerApp", "check_bind", "create_app"]
+__all__ = [
+    "API_KEY_ENV",
+    "Assistant",
+    "Assistants",
+    "ServerApp",
+    "check_bind",
+    "create_app",
+    "host_names",
+]
 __all__ += ["http_protocol", "LOOPBACK_HOSTS", "ID_RULE", "MAX_DEPTH", "MAX_METADATA"]
 __all__ += ["KEEP_FINISHED"]
 
@@ -39,6 +47,31 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _every_address(host: str) -> bool:
+    """Whether binding ``host`` listens on every address of the machine."""
+    if not host:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def host_names(host: str, allowed_hosts: Iterable[str] = ()) -> list[str]:
+    """The ``Host`` names, beyond the loopback ones, that a server bound to ``host`` answers
+    to: ``allowed_hosts`` and ``host`` itself. Bound to every address, the names clients use
+    cannot be known, so ``allowed_hosts`` must name them (``*``: any)."""
+    allowed = list(allowed_hosts)
+    if not _every_address(host):
+        return [*allowed, host]
+    if not allowed:
+        raise ConfigError(
+            f"serving on every address ({host or 'all'}) answers only requests for loopback "
+            "names; name the host names clients use: --allowed-host NAME (or '*' for any)"
+        )
+    return allowed
 
 
 def check_bind(host: str, api_key: str | None, *, insecure: bool = False) -> None:

@@ -32,6 +32,7 @@ from aworld_graph.meta import save_tasks
 from aworld_graph.meta import synthetic as syn
 from tests.fake_openai import FakeOpenAI, text
 
+from .marks import marked
 from .synthetic_endpoint import TEACHER, SyntheticEndpoint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,17 +78,7 @@ class Cli:
 
     def left(self) -> list[int]:
         """Processes still running with this fixture's marker (what the CLI started)."""
-        found = []
-        needle = f"AWORLD_TEST_MARK={self.mark}".encode()
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    environ = Path(f"/proc/{entry}/environ").read_bytes()
-                except OSError:
-                    continue
-                if needle in environ.split(b"\0"):
-                    found.append(int(entry))
-        return found
+        return marked(self.mark)
 
     def assert_nothing_left(self, grace: float = 20.0) -> None:
         """No process of the CLI's Ray cluster is left (they may take a moment to exit)."""

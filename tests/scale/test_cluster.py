@@ -37,6 +37,8 @@ import pytest
 
 from tests.postgres import PostgresServer, skip_reason
 
+from .marks import marked
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "scale-out.md"
 HEAD, WORKER = "10.213.7.1", "10.213.7.2"
@@ -218,17 +220,7 @@ class _Cluster:
         return (self.tmp / f"{name}.log").read_text(errors="replace")
 
     def marked(self, machine: str) -> list[int]:
-        needle = f"AWORLD_TEST_MARK={self.marks[machine]}".encode()
-        found = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    environ = Path(f"/proc/{entry}/environ").read_bytes()
-                except OSError:
-                    continue
-                if needle in environ.split(b"\0"):
-                    found.append(int(entry))
-        return found
+        return marked(self.marks[machine])
 
     def kill(self, machine: str) -> list[int]:
         pids = self.marked(machine)
