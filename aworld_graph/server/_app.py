@@ -6,7 +6,7 @@ class, which imports them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from starlette.requests import Request
@@ -16,7 +16,11 @@ from ._assistants import Assistants
 from ._runs import RunManager
 from ._threads import Threads
 
-__all__ = ["App"]
+__all__ = ["App", "Handler", "Rows"]
+
+Handler = Callable[[Request], Awaitable[Response]]
+Rows = list[tuple[str, Handler, list[str]]]
+"""A group of routes: ``(path, handler, methods)`` rows, each guarded by the app."""
 
 
 class App(Protocol):
@@ -33,4 +37,8 @@ class App(Protocol):
 
     async def body(self, request: Request) -> dict[str, Any]:
         """The request's JSON object."""
+        ...
+
+    async def checked(self, request: Request, model: Any) -> dict[str, Any]:
+        """The request's JSON object, validated against the pydantic ``model``."""
         ...

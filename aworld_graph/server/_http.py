@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -23,24 +23,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ._app import Handler, Rows
+from ._assistant_routes import AssistantRoutes
 from ._assistants import Assistants
 from ._guard import RequestGuard
-from ._input import (
-    AssistantSearch,
-    History,
-    StateAt,
-    StateUpdate,
-    ThreadCreate,
-    ThreadPatch,
-    ThreadSearch,
-    check_depth,
-    check_id,
-    query_count,
-    validate,
-)
+from ._input import check_depth, check_id, validate
 from ._page import PageRoutes
 from ._run_routes import RunRoutes
 from ._runs import RunManager
+from ._thread_routes import ThreadRoutes
 from ._threads import Threads
 from ._wire import ApiError, dumps
 
@@ -50,8 +41,6 @@ log = logging.getLogger("aworld_graph.server")
 
 OPEN_PATHS = frozenset({"/ok", "/health"})
 """Routes that answer without the API key."""
-
-Handler = Callable[[Request], Awaitable[Response]]
 
 
 def _key_of(request: Request) -> str | None:
@@ -89,51 +78,15 @@ class ServerApp:
         self.threads = Threads(saver, assistants, self.runs)
         run = self.run_routes = RunRoutes(self)
         page = PageRoutes(self)
-        get, post = ["GET"], ["POST"]
-        table: list[tuple[str, Handler, list[str]]] = [
+        get = ["GET"]
+        table: Rows = [
             ("/ok", self.ok, get),
             ("/health", self.ok, get),
             ("/info", self.info, get),
-            ("/", page.index, get),
-            ("/ui/assistants/{assistant_id:str}/view", page.view, get),
-            ("/ui/threads/{thread_id:str}/run", page.run, get),
-            ("/assistants/search", self.assistants_search, post),
-            ("/assistants/count", self.assistants_count, post),
-            ("/assistants/{assistant_id:str}", self.assistant, get),
-            ("/assistants/{assistant_id:str}/graph", self.assistant_graph, get),
-            ("/assistants/{assistant_id:str}/schemas", self.assistant_schemas, get),
-            ("/assistants/{assistant_id:str}/subgraphs", self.assistant_subgraphs, get),
-            ("/agents/search", self.agents_search, post),
-            ("/agents/{assistant_id:str}", self.agent, get),
-            ("/agents/{assistant_id:str}/schemas", self.assistant_schemas, get),
-            ("/threads", self.thread_create, post),
-            ("/threads/search", self.thread_search, post),
-            ("/threads/count", self.thread_count, post),
-            ("/threads/{thread_id:str}", self.thread_get, get),
-            ("/threads/{thread_id:str}", self.thread_patch, ["PATCH"]),
-            ("/threads/{thread_id:str}", self.thread_delete, ["DELETE"]),
-            ("/threads/{thread_id:str}/copy", self.thread_copy, post),
-            ("/threads/{thread_id:str}/state", self.state_get, get),
-            ("/threads/{thread_id:str}/state", self.state_update, post),
-            ("/threads/{thread_id:str}/state/checkpoint", self.state_at, post),
-            ("/threads/{thread_id:str}/state/{checkpoint_id:str}", self.state_get, get),
-            ("/threads/{thread_id:str}/history", self.history, ["GET", "POST"]),
-            ("/threads/{thread_id:str}/runs", run.create, post),
-            ("/threads/{thread_id:str}/runs", run.list, get),
-            ("/threads/{thread_id:str}/runs/stream", run.stream, post),
-            ("/threads/{thread_id:str}/runs/wait", run.wait, post),
-            ("/threads/{thread_id:str}/runs/{run_id:str}", run.get, get),
-            ("/threads/{thread_id:str}/runs/{run_id:str}", run.delete, ["DELETE"]),
-            ("/threads/{thread_id:str}/runs/{run_id:str}/cancel", run.cancel, post),
-            ("/threads/{thread_id:str}/runs/{run_id:str}/join", run.join, get),
-            ("/threads/{thread_id:str}/runs/{run_id:str}/stream", run.join_stream, get),
-            ("/runs", run.create, post),
-            ("/runs/stream", run.stream, post),
-            ("/runs/wait", run.wait, post),
-            ("/runs/{run_id:str}", run.get, get),
-            ("/runs/{run_id:str}/wait", run.join, get),
-            ("/runs/{run_id:str}/stream", run.join_stream, get),
-            ("/runs/{run_id:str}/cancel", run.cancel, post),
+            *page.rows(),
+            *AssistantRoutes(self).rows(),
+            *ThreadRoutes(self).rows(),
+            *run.rows(),
         ]
         routes = [Route(path, self._guard(fn), methods=m) for path, fn, m in table]
         middleware = [
@@ -254,91 +207,8 @@ class ServerApp:
             {"version": version("aworld-graph"), "flags": {"assistants": True, "crons": False}}
         )
 
-    # -- assistants ------------------------------------------------------------------------
-
-    async def _checked(self, request: Request, model: Any) -> dict[str, Any]:
+    async def checked(self, request: Request, model: Any) -> dict[str, Any]:
+        """The request's JSON object, validated against the pydantic ``model``."""
         body = await self.body(request)
         validate(model, body)
         return body
-
-    async def assistants_search(self, request: Request) -> Response:
-        return self.json(self.assistants.search(await self._checked(request, AssistantSearch)))
-
-    async def assistants_count(self, request: Request) -> Response:
-        body = {**await self._checked(request, AssistantSearch), "limit": 1 << 30, "offset": 0}
-        return self.json(len(self.assistants.search(body)))
-
-    async def assistant(self, request: Request) -> Response:
-        return self.json(self.assistants.get(request.path_params["assistant_id"]).json())
-
-    async def assistant_graph(self, request: Request) -> Response:
-        raw = request.query_params.get("xray", "false").lower()
-        if raw not in ("true", "false"):
-            query_count(request.query_params, "xray", 0)  # a 422 unless a depth
-        xray: bool | int = raw == "true" if raw in ("true", "false") else int(raw)
-        found = self.assistants.get(request.path_params["assistant_id"])
-        return self.json(found.graph_json(xray))
-
-    async def assistant_schemas(self, request: Request) -> Response:
-        return self.json(self.assistants.get(request.path_params["assistant_id"]).schemas())
-
-    async def assistant_subgraphs(self, request: Request) -> Response:
-        self.assistants.get(request.path_params["assistant_id"])
-        return self.json({})
-
-    async def agents_search(self, request: Request) -> Response:
-        found = self.assistants.search(await self._checked(request, AssistantSearch))
-        return self.json([self.assistants.get(a["assistant_id"]).agent_json() for a in found])
-
-    async def agent(self, request: Request) -> Response:
-        return self.json(self.assistants.get(request.path_params["assistant_id"]).agent_json())
-
-    # -- threads ---------------------------------------------------------------------------
-
-    async def thread_create(self, request: Request) -> Response:
-        thread_id = await self.threads.create(await self._checked(request, ThreadCreate))
-        return self.json(await self.threads.get(thread_id))
-
-    async def thread_search(self, request: Request) -> Response:
-        return self.json(await self.threads.search(await self._checked(request, ThreadSearch)))
-
-    async def thread_count(self, request: Request) -> Response:
-        body = {**await self._checked(request, ThreadSearch), "limit": 1 << 30, "offset": 0}
-        return self.json(len(await self.threads.search(body)))
-
-    async def thread_get(self, request: Request) -> Response:
-        return self.json(await self.threads.get(request.path_params["thread_id"]))
-
-    async def thread_patch(self, request: Request) -> Response:
-        body = await self._checked(request, ThreadPatch)
-        return self.json(await self.threads.patch(request.path_params["thread_id"], body))
-
-    async def thread_delete(self, request: Request) -> Response:
-        await self.threads.delete(request.path_params["thread_id"])
-        return Response(status_code=204)
-
-    async def thread_copy(self, request: Request) -> Response:
-        return self.json(await self.threads.copy(request.path_params["thread_id"]))
-
-    async def state_get(self, request: Request) -> Response:
-        thread_id = request.path_params["thread_id"]
-        checkpoint = request.path_params.get("checkpoint_id")
-        return self.json(await self.threads.state(thread_id, checkpoint))
-
-    async def state_at(self, request: Request) -> Response:
-        body = await self._checked(request, StateAt)
-        checkpoint = (body.get("checkpoint") or {}).get("checkpoint_id")
-        return self.json(await self.threads.state(request.path_params["thread_id"], checkpoint))
-
-    async def state_update(self, request: Request) -> Response:
-        body = await self._checked(request, StateUpdate)
-        return self.json(await self.threads.update_state(request.path_params["thread_id"], body))
-
-    async def history(self, request: Request) -> Response:
-        query = request.query_params
-        body: dict[str, Any] = {"limit": query_count(query, "limit", 10)}
-        if query.get("before"):
-            body["before"] = check_id("before", query["before"])
-        if request.method == "POST":
-            body = await self._checked(request, History)
-        return self.json(await self.threads.history(request.path_params["thread_id"], body))

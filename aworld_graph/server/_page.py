@@ -16,7 +16,7 @@ from ..viz.html import page_data
 from ._wire import ApiError, clean
 
 if TYPE_CHECKING:
-    from ._app import App
+    from ._app import App, Rows
     from ._assistants import Assistant
 
 __all__ = ["CSP", "PageRoutes"]
@@ -33,6 +33,14 @@ class PageRoutes:
     def __init__(self, app: App) -> None:
         self.app = app
         self._svgs: dict[str, str] = {}
+
+    def rows(self) -> Rows:
+        get = ["GET"]
+        return [
+            ("/", self.index, get),
+            ("/ui/assistants/{assistant_id:str}/view", self.view, get),
+            ("/ui/threads/{thread_id:str}/run", self.run, get),
+        ]
 
     async def index(self, request: Request) -> Response:
         html = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")

@@ -23,7 +23,7 @@ from ._runs import STREAM_MODES, Run, event_name, run_json
 from ._wire import ApiError, clean, input_text, sse
 
 if TYPE_CHECKING:
-    from ._app import App
+    from ._app import App, Rows
 
 __all__ = ["RunRoutes"]
 
@@ -75,6 +75,27 @@ class RunRoutes:
         self.app = app
         self.runs = app.runs
         self.threads = app.threads
+
+    def rows(self) -> Rows:
+        get, post, thread = ["GET"], ["POST"], "/threads/{thread_id:str}"
+        return [
+            (f"{thread}/runs", self.create, post),
+            (f"{thread}/runs", self.list, get),
+            (f"{thread}/runs/stream", self.stream, post),
+            (f"{thread}/runs/wait", self.wait, post),
+            (f"{thread}/runs/{{run_id:str}}", self.get, get),
+            (f"{thread}/runs/{{run_id:str}}", self.delete, ["DELETE"]),
+            (f"{thread}/runs/{{run_id:str}}/cancel", self.cancel, post),
+            (f"{thread}/runs/{{run_id:str}}/join", self.join, get),
+            (f"{thread}/runs/{{run_id:str}}/stream", self.join_stream, get),
+            ("/runs", self.create, post),
+            ("/runs/stream", self.stream, post),
+            ("/runs/wait", self.wait, post),
+            ("/runs/{run_id:str}", self.get, get),
+            ("/runs/{run_id:str}/wait", self.join, get),
+            ("/runs/{run_id:str}/stream", self.join_stream, get),
+            ("/runs/{run_id:str}/cancel", self.cancel, post),
+        ]
 
     # -- creating --------------------------------------------------------------------------
 
