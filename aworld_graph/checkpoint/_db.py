@@ -74,6 +74,18 @@ def is_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(_POSTGRES_SCHEMES)
 
 
+def store_target(target: str | os.PathLike[str]) -> str | Path:
+    """``target`` as a PostgreSQL URL or a SQLite path; any other URL is a ConfigError (a
+    ``mysql://`` string would otherwise name a SQLite file ``mysql:/…``)."""
+    if is_url(target):
+        return str(target)
+    if "://" in str(target):
+        raise ConfigError(
+            f"checkpoint store {str(target)!r}: use a postgresql:// URL or a SQLite file path"
+        )
+    return Path(target).expanduser()
+
+
 class Tx:
     """A connection inside a transaction (or a read snapshot), ``?`` placeholders on both."""
 

@@ -27,7 +27,7 @@ from langgraph.checkpoint.base import (
 
 from ..errors import ConfigError, ThreadBusy
 from . import _lease, _retention, _schema
-from ._db import Durability, PostgresDatabase, SqliteDatabase, Tx, is_url, open_database
+from ._db import Durability, PostgresDatabase, SqliteDatabase, Tx, open_database, store_target
 from ._inspect import ThreadSummary, TransitionRow, thread_summaries, transitions
 from ._read import config_of, decoding, list_keys, to_tuples
 from ._serde import StrictSerializer
@@ -112,11 +112,12 @@ class TrajectorySaver(BaseCheckpointSaver[str]):
         self.snapshot_every = snapshot_every
         self.lease_seconds = lease_seconds
         self.share_file = share_file
-        self.url: str | None = str(target) if is_url(target) else None
+        where = store_target(target)
+        self.url: str | None = where if isinstance(where, str) else None
         """The PostgreSQL URL, or ``None`` for a SQLite file."""
-        self.path: Path | None = None if self.url else Path(target).expanduser()
+        self.path: Path | None = where if isinstance(where, Path) else None
         """The SQLite file, or ``None`` on PostgreSQL."""
-        self._target: str | Path = self.url or Path(target).expanduser()
+        self._target: str | Path = where
         self._db: Any = None
         self._version: int | None = None
         self._guard = threading.Lock()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
 from ..errors import ConfigError
-from ._db import Durability, Tx, is_url
+from ._db import Durability, Tx, store_target
 from .saver import TrajectorySaver
 
 __all__ = ["DB_ENV_VAR", "Database", "Tx", "open_store"]
@@ -67,13 +67,7 @@ def _target(target: str | os.PathLike[str] | None) -> str | Path:
     ``checkpoints/aworld.db`` under the working directory."""
     if target is None:
         target = os.environ.get(DB_ENV_VAR, "").strip() or Path.cwd() / "checkpoints" / "aworld.db"
-    if is_url(target):
-        return str(target)
-    if "://" in str(target):
-        raise ConfigError(
-            f"checkpoint store {str(target)!r}: use a postgresql:// URL or a SQLite file path"
-        )
-    return Path(target).expanduser()
+    return store_target(target)
 
 
 def open_store(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aworld_graph.checkpoint import DB_ENV_VAR, Tx, open_store
+from aworld_graph.checkpoint import DB_ENV_VAR, TrajectorySaver, Tx, open_store
 from aworld_graph.errors import ConfigError
 from tests.checkpoint.conftest import ask, chat_graph
 
@@ -65,6 +65,17 @@ def test_a_url_opens_postgresql(pg_url: str) -> None:
         assert saver.database.dialect == "postgres"
     with pytest.raises(ConfigError, match="use a postgresql:// URL or a SQLite file path"):
         open_store("mysql://me@127.0.0.1/runs")
+
+
+def test_the_saver_refuses_a_url_it_cannot_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``TrajectorySaver`` given another database's URL says so, rather than making a SQLite
+    file named after the URL."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="use a postgresql:// URL or a SQLite file path"):
+        TrajectorySaver("mysql://me@127.0.0.1/runs")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
