@@ -16,6 +16,7 @@ from ._app import db_option, main
 
 __all__ = ["serve"]
 
+
 class _WithTraceback(logging.Handler):
     """The server's errors on stderr as ``error: …`` with their traceback (secrets replaced):
     a 500 tells its client to see the log, so the log has it."""
@@ -68,6 +69,12 @@ class _WithTraceback(logging.Handler):
     show_default=True,
     help="Largest request body accepted, in bytes.",
 )
+@click.option(
+    "--mcp-stdio",
+    is_flag=True,
+    help="Serve the workflows as MCP tools over stdin/stdout (for desktop MCP clients) "
+    "instead of HTTP.",
+)
 def serve(
     targets: tuple[str, ...],
     host: str,
@@ -78,9 +85,11 @@ def serve(
     allowed_hosts: tuple[str, ...],
     header_timeout: float,
     max_body: int,
+    mcp_stdio: bool,
 ) -> None:
     """Serve TARGETS (workflow .yaml files or MODULE:ATTR; default: workflows/*.yaml) over
-    HTTP: the API that langgraph-sdk and RemoteGraph speak, and a run page at /.
+    HTTP: the API that langgraph-sdk and RemoteGraph speak, MCP tools at /mcp, and a run
+    page at /; with --mcp-stdio, the MCP tools over stdin/stdout instead.
 
     With AWORLD_GRAPH_API_KEY set, every route but /ok and /health needs the key (header
     x-api-key; the page: open /?key=KEY)."""
@@ -94,6 +103,7 @@ def serve(
             create_app,
             host_names,
             http_protocol,
+            serve_mcp_stdio,
         )
     except ImportError as exc:
         raise ConfigError(
@@ -122,6 +132,11 @@ def serve(
         allowed_hosts=hosts,
         max_body=max_body,
     )
+    if mcp_stdio:  # stdout carries the protocol: nothing else may be written to it
+        import anyio
+
+        anyio.run(serve_mcp_stdio, app)
+        return
     names = ", ".join(a.assistant_id for a in assistants)
     click.echo(f"serving {names} on http://{host}:{port} (store: {app.state.server.saver.label})")
     errors = logging.getLogger("aworld_graph.server")

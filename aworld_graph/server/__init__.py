@@ -22,6 +22,7 @@ from ._connections import http_protocol
 from ._guard import LOOPBACK_HOSTS
 from ._http import ServerApp
 from ._input import ID_RULE, MAX_DEPTH, MAX_METADATA
+from ._mcp import serve_stdio as serve_mcp_stdio
 from ._runs import KEEP_FINISHED
 
 __all__ = [
@@ -34,7 +35,7 @@ __all__ = [
     "host_names",
 ]
 __all__ += ["http_protocol", "LOOPBACK_HOSTS", "ID_RULE", "MAX_DEPTH", "MAX_METADATA"]
-__all__ += ["KEEP_FINISHED"]
+__all__ += ["KEEP_FINISHED", "serve_mcp_stdio"]
 
 API_KEY_ENV = "AWORLD_GRAPH_API_KEY"
 """With this set, every route but ``/ok`` and ``/health`` needs the key."""

@@ -28,6 +28,7 @@ from ._assistant_routes import AssistantRoutes
 from ._assistants import Assistants
 from ._guard import RequestGuard
 from ._input import check_depth, check_id, validate
+from ._mcp import McpTools
 from ._page import PageRoutes
 from ._run_routes import RunRoutes
 from ._runs import RunManager
@@ -78,6 +79,7 @@ class ServerApp:
         self.threads = Threads(saver, assistants, self.runs)
         run = self.run_routes = RunRoutes(self)
         page = PageRoutes(self)
+        self.mcp = McpTools(self, run)
         get = ["GET"]
         table: Rows = [
             ("/ok", self.ok, get),
@@ -87,6 +89,7 @@ class ServerApp:
             *AssistantRoutes(self).rows(),
             *ThreadRoutes(self).rows(),
             *run.rows(),
+            *self.mcp.rows(),
         ]
         routes = [Route(path, self._guard(fn), methods=m) for path, fn, m in table]
         middleware = [
@@ -120,7 +123,8 @@ class ServerApp:
         async def span() -> Any:
             routes = self.run_routes
             await self.runs.recover(self.assistants.get, routes.check, self.threads.exists)
-            yield
+            async with self.mcp.running():
+                yield
             await self.runs.close()
 
         return span()

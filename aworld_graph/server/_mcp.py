@@ -1,0 +1,288 @@
+"""MCP served by the server: each assistant is a tool, over streamable HTTP at ``/mcp`` (behind
+the API key) or over stdio (``aworld-graph serve --mcp-stdio WORKFLOW``).
+
+A tool call is a run of the assistant on the server's store, started and awaited through the
+same :class:`~._runs.RunManager` as ``POST /threads/{id}/runs/wait``: the thread it ran on is
+an ordinary thread of the LangGraph API. A call answers with structured content naming the
+thread; a run that stops at a human step answers ``status: "needs_input"`` with its prompt,
+and a second call with that ``thread_id`` and ``resume`` (the person's answer) resumes it from
+the checkpoint. A call with only ``thread_id`` continues a run that stopped mid-way (a server
+killed under it). Bad arguments are a JSON-RPC ``invalid params`` error naming the argument.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from importlib.metadata import version
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ._assistants import Assistant
+from ._input import ID_RULE, check_id
+from ._wire import ApiError, clean
+
+if TYPE_CHECKING:
+    from ._app import App, Rows
+    from ._run_routes import RunRoutes
+
+__all__ = ["McpTools", "serve_stdio"]
+
+SERVER_NAME = "aworld-graph"
+"""The name the server reports in its MCP handshake."""
+
+_ARGUMENTS = ("input", "thread_id", "resume")
+_NONE: Any = object()
+"""No ``resume`` given (``None`` is an answer a caller may send)."""
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "thread_id": {"type": "string", "description": "The thread the run is stored on."},
+        "run_id": {"type": "string"},
+        "status": {
+            "type": "string",
+            "enum": ["success", "needs_input", "interrupted", "error"],
+            "description": "needs_input: call again with this thread_id and resume (the "
+            "answer); interrupted: call again with this thread_id to continue it.",
+        },
+        "answer": {"type": ["string", "null"]},
+        "prompt": {"type": ["string", "null"], "description": "What the human step asks."},
+        "error": {"type": ["string", "null"]},
+    },
+    "required": ["thread_id", "status"],
+}
+"""What every call's structured content holds."""
+
+
+def tool_name(assistant_id: str) -> str:
+    """An MCP tool name (letters, digits, ``_ - .``) for an assistant id (``math@v2``:
+    ``math_v2``)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", assistant_id)[:128]
+
+
+def _input_schema(assistant: Assistant) -> dict[str, Any]:
+    """The tool's arguments: the workflow's input (its ``input`` text), and ``thread_id`` and
+    ``resume`` to answer a human step or continue a stopped run."""
+    workflow = assistant.schemas()["input_schema"]
+    task = dict(workflow["properties"]["input"])
+    task["description"] = (
+        f"The task for {assistant.assistant_id} (a new run on a new thread). "
+        + str(workflow.get("description") or "")
+    ).strip()
+    return {
+        "type": "object",
+        "properties": {
+            "input": task,
+            "thread_id": {
+                "type": "string",
+                "description": "A thread an earlier call answered with: with resume, answers "
+                "its human step; alone, continues a run that stopped mid-way.",
+            },
+            "resume": {
+                "description": "The answer to the human step the thread waits on (needs thread_id)."
+            },
+        },
+        "additionalProperties": False,
+    }
+
+
+def _invalid(message: str) -> MCPError:
+    return MCPError(types.INVALID_PARAMS, message)
+
+
+def _checked(name: str, arguments: Mapping[str, Any]) -> tuple[str | None, str | None, bool, Any]:
+    """``(input, thread_id, has_resume, resume)`` of a call, or an invalid-params error naming the
+    argument and the fix."""
+    unknown = sorted(set(arguments) - set(_ARGUMENTS))
+    if unknown:
+        raise _invalid(
+            f"{name}: unknown argument {unknown[0]!r}; the arguments are input (a new task), "
+            "thread_id and resume (answer a human step)"
+        )
+    text, thread_id = arguments.get("input"), arguments.get("thread_id")
+    if text is not None and (not isinstance(text, str) or not text.strip()):
+        raise _invalid(f"{name}: argument 'input' must be a non-empty string (the task)")
+    if thread_id is not None:
+        if not isinstance(thread_id, str):
+            raise _invalid(f"{name}: argument 'thread_id' must be a string ({ID_RULE})")
+        try:
+            check_id("thread_id", thread_id)
+        except ApiError as exc:
+            raise _invalid(f"{name}: argument {exc.message}") from None
+    has_resume = "resume" in arguments
+    if has_resume and thread_id is None:
+        raise _invalid(
+            f"{name}: argument 'resume' needs 'thread_id': the thread whose human step it answers"
+        )
+    if has_resume and text is not None:
+        raise _invalid(f"{name}: send either 'input' (a new task) or 'resume', not both")
+    if text is None and thread_id is None:
+        raise _invalid(f"{name}: argument 'input' is required: the task for the workflow")
+    return text, thread_id, has_resume, arguments.get("resume")
+
+
+def _prompt(interrupts: list[dict[str, Any]]) -> str:
+    value = interrupts[0].get("value") if interrupts else None
+    if isinstance(value, Mapping) and value.get("prompt") is not None:
+        return str(value["prompt"])
+    return "the workflow waits for input" if value is None else str(value)
+
+
+class McpTools:
+    """The server's assistants as MCP tools, run through its run machinery."""
+
+    def __init__(self, app: App, routes: RunRoutes) -> None:
+        self.app = app
+        self.routes = routes
+        self.server: Server[Any] = Server(
+            SERVER_NAME,
+            version=version("aworld-graph"),
+            instructions="Each tool runs a workflow of this aworld-graph server and names "
+            "the thread it ran on; a run waiting for a person answers needs_input: call the "
+            "same tool again with that thread_id and resume.",
+            on_list_tools=self._list,
+            on_call_tool=self._call,
+        )
+        self.manager = StreamableHTTPSessionManager(self.server, stateless=True, json_response=True)
+
+    def rows(self) -> Rows:
+        return [("/mcp", self.endpoint, ["GET", "POST", "DELETE"])]
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Serve ``/mcp`` while this is entered (the app's lifespan)."""
+        async with self.manager.run():
+            yield
+
+    async def endpoint(self, request: Request) -> Response:
+        """``/mcp``: the streamable HTTP transport, reached once the request passed the
+        app's guard (API key, ids)."""
+        return _Transport(self.manager)
+
+    def _assistants(self) -> dict[str, Assistant]:
+        return {tool_name(a.assistant_id): a for a in self.app.assistants}
+
+    async def _list(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        tools = [
+            types.Tool(
+                name=name,
+                title=a.assistant_id,
+                description=a.description or f"Run the workflow {a.assistant_id}.",
+                input_schema=_input_schema(a),
+                output_schema=OUTPUT_SCHEMA,
+            )
+            for name, a in self._assistants().items()
+        ]
+        return types.ListToolsResult(tools=tools)
+
+    async def _call(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        assistant = self._assistants().get(params.name)
+        if assistant is None:
+            raise _invalid(
+                f"no tool {params.name!r}; this server has {sorted(self._assistants())} "
+                "(tools/list lists them)"
+            )
+        text, thread_id, has_resume, resume = _checked(params.name, params.arguments or {})
+        try:
+            return await self.run(assistant, text, thread_id, resume if has_resume else _NONE)
+        except ApiError as exc:  # the thread cannot take this call: say why and what to do
+            raise _invalid(f"{params.name}: {exc.message}") from None
+
+    async def run(
+        self, assistant: Assistant, text: str | None, thread_id: str | None, resume: Any = _NONE
+    ) -> types.CallToolResult:
+        """Run ``assistant`` (a new thread for ``text``; else answer the human step of
+        ``thread_id`` with ``resume``, give it its next ``text``, or – neither – continue it),
+        wait for it, and say how it ended."""
+        has_resume = resume is not _NONE
+        resume = resume if has_resume else None
+        new = thread_id is None
+        thread = thread_id or str(uuid.uuid4())
+        if not new:
+            owner = await self.app.threads.assistant_of(thread)
+            if not await self.app.threads.exists(thread):
+                raise self.app.threads.not_found(thread)
+            if owner is not None and owner.graph_id != assistant.graph_id:
+                raise ApiError(
+                    409,
+                    "wrong_assistant",
+                    f"thread {thread} holds runs of {owner.assistant_id}; call that tool",
+                )
+            if not self.app.runs.busy(thread):
+                await self.routes.check(thread, text, has_resume)
+        run = await self.app.runs.start(
+            thread_id=thread,
+            assistant=assistant,
+            text=text,
+            resume=resume,
+            multitask_strategy="reject",
+            metadata={"via": "mcp"},
+            kwargs={"input": text, "command": {"resume": resume} if has_resume else None},
+            new_thread=new,
+        )
+        await run.done.wait()
+        state = await self.app.threads.state(thread)
+        values = run.values or state["values"] or {}
+        result: dict[str, Any] = {"thread_id": thread, "run_id": run.run_id}
+        if run.error is not None:
+            error = clean(run.error)
+            result |= {"status": "error", "error": f"{error['error']}: {error['message']}"}
+        elif state["interrupts"]:
+            result |= {"status": "needs_input", "prompt": _prompt(state["interrupts"])}
+        elif run.status == "interrupted" or state["next"]:
+            result |= {"status": "interrupted"}
+        else:
+            result |= {"status": "success", "answer": values.get("answer")}
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=_said(result))],
+            structured_content=result,
+            is_error=result["status"] == "error",
+        )
+
+
+def _said(result: Mapping[str, Any]) -> str:
+    thread = result["thread_id"]
+    status = result["status"]
+    if status == "success":
+        return f"{result.get('answer') or ''}\n(thread {thread})".lstrip()
+    if status == "needs_input":
+        return (
+            f"needs input: {result['prompt']} - call again with thread_id={thread!r} and "
+            "resume=<your answer>"
+        )
+    if status == "interrupted":
+        return f"the run on thread {thread} stopped mid-way; call again with thread_id={thread!r}"
+    return f"the run on thread {thread} failed: {result.get('error')}"
+
+
+class _Transport(Response):
+    """A response that hands the request to the MCP session manager."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self.manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.manager.handle_request(scope, receive, send)
+
+
+async def serve_stdio(app: Any) -> None:
+    """Serve the MCP tools of ``app`` (from :func:`~aworld_graph.server.create_app`) over
+    stdin/stdout until the client closes them."""
+    from mcp.server.stdio import stdio_server
+
+    server = app.state.server
+    async with app.router.lifespan_context(app), stdio_server() as (read, write):
+        tools: McpTools = server.mcp
+        await tools.server.run(read, write, tools.server.create_initialization_options())
