@@ -23,15 +23,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ._a2a import A2ARoutes, is_card
 from ._app import Handler, Rows
 from ._assistant_routes import AssistantRoutes
 from ._assistants import Assistants
+from ._cron_routes import CronRoutes
+from ._crons import CronScheduler, CronTable
 from ._guard import RequestGuard
 from ._input import check_depth, check_id, validate
+from ._item_store import ItemStore
 from ._mcp import McpTools
 from ._page import PageRoutes
 from ._run_routes import RunRoutes
 from ._runs import RunManager
+from ._store_routes import StoreRoutes
 from ._thread_routes import ThreadRoutes
 from ._threads import Threads
 from ._wire import ApiError, dumps
@@ -42,6 +47,12 @@ log = logging.getLogger("aworld_graph.server")
 
 OPEN_PATHS = frozenset({"/ok", "/health"})
 """Routes that answer without the API key."""
+
+
+def _open(path: str) -> bool:
+    """Whether ``path`` answers without the API key: the health checks and the A2A agent
+    cards (public, as the A2A spec allows; a card names the key's scheme, never the key)."""
+    return path in OPEN_PATHS or is_card(path)
 
 
 def _key_of(request: Request) -> str | None:
@@ -77,6 +88,9 @@ class ServerApp:
         self.body_timeout = body_timeout
         self.runs = RunManager(saver)
         self.threads = Threads(saver, assistants, self.runs)
+        self.store = ItemStore(saver.database)
+        crons = CronTable(saver.database)
+        self.crons = CronScheduler(crons, self)
         run = self.run_routes = RunRoutes(self)
         page = PageRoutes(self)
         self.mcp = McpTools(self, run)
@@ -89,7 +103,10 @@ class ServerApp:
             *AssistantRoutes(self).rows(),
             *ThreadRoutes(self).rows(),
             *run.rows(),
+            *A2ARoutes(self, run.check, api_key=bool(self.api_key)).rows(),
             *self.mcp.rows(),
+            *StoreRoutes(self, self.store).rows(),
+            *CronRoutes(self, crons, self.crons).rows(),
         ]
         routes = [Route(path, self._guard(fn), methods=m) for path, fn, m in table]
         middleware = [
@@ -123,7 +140,7 @@ class ServerApp:
         async def span() -> Any:
             routes = self.run_routes
             await self.runs.recover(self.assistants.get, routes.check, self.threads.exists)
-            async with self.mcp.running():
+            async with self.mcp.running(), self.crons.running():
                 yield
             await self.runs.close()
 
@@ -132,7 +149,7 @@ class ServerApp:
     def _guard(self, fn: Handler) -> Handler:
         async def guarded(request: Request) -> Response:
             try:
-                if self.api_key and request.url.path not in OPEN_PATHS:
+                if self.api_key and not _open(request.url.path):
                     given = _key_of(request) or ""
                     if not hmac.compare_digest(given.encode(), self.api_key.encode()):
                         raise ApiError(
@@ -208,7 +225,7 @@ class ServerApp:
         from importlib.metadata import version
 
         return self.json(
-            {"version": version("aworld-graph"), "flags": {"assistants": True, "crons": False}}
+            {"version": version("aworld-graph"), "flags": {"assistants": True, "crons": True}}
         )
 
     async def checked(self, request: Request, model: Any) -> dict[str, Any]:

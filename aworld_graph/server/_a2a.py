@@ -1,0 +1,638 @@
+"""A2A: each served workflow is an A2A agent, on the same runs and threads as the LangGraph API.
+
+Built on ``a2a-sdk``: its JSON-RPC and HTTP+JSON (REST) dispatchers parse requests, answer
+the spec's errors and write the streams, for protocol 1.0 and its 0.3 compatibility; this
+module is the SDK's :class:`~a2a.server.request_handlers.RequestHandler` for one assistant,
+over the server's :class:`~._runs.RunManager` and :class:`~._threads.Threads`.
+
+An A2A task is a run and its context is a thread: ``taskId`` is the id of the run that
+started the task, ``contextId`` its thread id. A message that answers the task's human step
+(``input-required``) or continues it after its server stopped is a new run on the thread
+whose metadata names the task (:data:`TASK_KEY`); the task's state is its last run's, read
+from the store's ``runs`` table and the thread's checkpoints, so nothing about a task lives
+only in this process. Push notifications are not offered (the card says so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import logging
+import uuid
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from a2a.helpers.proto_helpers import get_data_parts
+from a2a.server.request_handlers import RequestHandler
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.types import a2a_pb2 as pb
+from a2a.utils.errors import (
+    A2AError,
+    ExtendedAgentCardNotConfiguredError,
+    InternalError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ._assistants import Assistant
+from ._input import check_id
+from ._runs import Run
+from ._wire import ApiError, now
+
+if TYPE_CHECKING:
+    from ._app import App, Rows
+
+__all__ = ["CARD_PATH", "TASK_KEY", "A2ARoutes", "is_card"]
+
+log = logging.getLogger("aworld_graph.server")
+
+CARD_PATH = "/.well-known/agent-card.json"
+"""Where an agent card is served: at the root (the default assistant, or ``?assistant_id=``)
+and under each assistant's prefix, ``/a2a/{assistant_id}``."""
+
+TASK_KEY = "a2a_task"
+"""The run metadata key naming the A2A task a run continues (absent on the run that started
+it: its own id is the task's)."""
+
+State = pb.TaskState
+_TERMINAL = frozenset(
+    {State.TASK_STATE_COMPLETED, State.TASK_STATE_FAILED, State.TASK_STATE_CANCELED}
+    | {State.TASK_STATE_REJECTED}
+)
+_CANCELLED = "Cancelled"
+_PAGE = 50
+
+
+def is_card(path: str) -> bool:
+    """Whether ``path`` is an agent card, which answers without the API key."""
+    return path == CARD_PATH or (path.startswith("/a2a/") and path.endswith(CARD_PATH))
+
+
+def _text_of(message: pb.Message) -> str:
+    """The task input of an A2A message: its text parts, and its data parts as JSON."""
+    out = []
+    for part in message.parts:
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            out.append(part.text)
+        elif kind == "data":
+            out += [json.dumps(v, ensure_ascii=False) for v in get_data_parts([part])]
+    if not out:
+        raise InvalidParamsError(
+            message="message.parts has no text or data part; send the task as "
+            '{"text": "..."} (files and URLs are not read by these workflows)'
+        )
+    return "\n".join(out)
+
+
+def _agent_message(text: str, task_id: str, context_id: str, ident: str) -> pb.Message:
+    return pb.Message(
+        message_id=ident,
+        role=pb.Role.ROLE_AGENT,
+        parts=[pb.Part(text=text)],
+        task_id=task_id,
+        context_id=context_id,
+    )
+
+
+def _prompt(interrupt: Any) -> str:
+    value = interrupt.get("value") if isinstance(interrupt, dict) else interrupt
+    if isinstance(value, dict) and value.get("prompt"):
+        return str(value["prompt"])
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _a2a_error(exc: ApiError) -> A2AError:
+    """The A2A error of a server refusal: a state conflict is an unsupported operation now,
+    anything else bad parameters; the message says what to do."""
+    if exc.status == 409:
+        return UnsupportedOperationError(message=exc.message)
+    return InvalidParamsError(message=exc.message)
+
+
+def _answers(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A handler method whose server refusals become A2A errors and whose unexpected failures
+    are logged and answered as an internal error without their text."""
+
+    def failed(exc: Exception) -> A2AError:
+        if isinstance(exc, A2AError):
+            return exc
+        if isinstance(exc, ApiError):
+            return _a2a_error(exc)
+        log.exception("A2A %s failed", fn.__name__)
+        return InternalError(message="the server failed on this request; see its log")
+
+    if inspect.isasyncgenfunction(fn):
+
+        @functools.wraps(fn)
+        async def stream(*args: Any, **kwargs: Any) -> Any:
+            try:
+                async for item in fn(*args, **kwargs):
+                    yield item
+            except Exception as exc:
+                raise failed(exc) from None
+
+        return stream
+
+    @functools.wraps(fn)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except Exception as exc:
+            raise failed(exc) from None
+
+    return call
+
+
+class _Chain:
+    """A task as stored: the run that started it, its last run, and where its thread is."""
+
+    def __init__(self, root: dict[str, Any], last: dict[str, Any], latest: bool) -> None:
+        self.root = root
+        self.last = last
+        self.latest = latest
+        """Whether its last run is its thread's last run (a later task supersedes it)."""
+
+    @property
+    def task_id(self) -> str:
+        return str(self.root["run_id"])
+
+    @property
+    def thread_id(self) -> str:
+        return str(self.root["thread_id"])
+
+
+def _chains(rows: list[dict[str, Any]]) -> list[_Chain]:
+    """The tasks among one thread's runs (oldest first), in the order they were started."""
+    roots: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        parent = (row["metadata"] or {}).get(TASK_KEY)
+        if parent is None or parent == row["run_id"]:
+            roots[row["run_id"]] = [row]
+        elif parent in roots:
+            roots[parent].append(row)
+    last = rows[-1]["run_id"] if rows else None
+    return [_Chain(runs[0], runs[-1], runs[-1]["run_id"] == last) for runs in roots.values()]
+
+
+class A2ATasks:
+    """A2A tasks over the server's runs and threads: read, start, continue, cancel."""
+
+    def __init__(self, app: App, check: Callable[[str, str | None, bool], Awaitable[None]]):
+        self.app = app
+        self.runs = app.runs
+        self.threads = app.threads
+        self.check = check
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def chain(self, task_id: str, assistant: Assistant) -> _Chain | None:
+        """The task ``task_id`` of ``assistant``, or ``None``."""
+        if not task_id:
+            return None
+        root = await self.runs.stored(task_id)
+        if root is None or not self._mine(root, assistant):
+            return None
+        rows = await asyncio.to_thread(self.runs.table.of_thread, str(root["thread_id"]))
+        return next((c for c in _chains(rows) if c.task_id == task_id), None)
+
+    def _mine(self, row: dict[str, Any], assistant: Assistant) -> bool:
+        try:
+            return self.app.assistants.get(str(row["assistant_id"])).graph_id == assistant.graph_id
+        except ApiError:
+            return False
+
+    async def _thread_state(self, thread_id: str) -> dict[str, Any]:
+        try:
+            return await self.threads.state(thread_id)
+        except ApiError:  # not stored yet (a new thread's first run has not started)
+            return {"values": {}, "interrupts": [], "next": []}
+
+    def _status(self, chain: _Chain) -> tuple[str, dict[str, Any] | None, str]:
+        """The last run's status and error (as held, else as stored), and its id."""
+        run_id = str(chain.last["run_id"])
+        held = self.runs.get(run_id)
+        if held is not None and not held.done.is_set():  # an ended run: its row is newer
+            return held.status, held.error, run_id
+        return str(chain.last["status"]), chain.last["error"], run_id
+
+    async def task(self, chain: _Chain, state: dict[str, Any] | None = None) -> pb.Task:
+        """The A2A ``Task`` of ``chain`` as the store has it now."""
+        status, error, run_id = self._status(chain)
+        thread_id, task_id = chain.thread_id, chain.task_id
+        if state is None:
+            state = await self._thread_state(thread_id)
+        values = state.get("values") or {}
+        answer = values.get("answer")
+        said: str | None = None
+        if status == "pending":
+            kind = State.TASK_STATE_SUBMITTED
+        elif status == "running":
+            kind = State.TASK_STATE_WORKING
+        elif status == "success":
+            kind, said = State.TASK_STATE_COMPLETED, str(answer) if answer else None
+        elif status == "error":
+            kind = State.TASK_STATE_FAILED
+            said = f"the workflow failed: {(error or {}).get('message') or 'see the server log'}"
+        elif (error or {}).get("error") == _CANCELLED or not chain.latest:
+            kind, said = State.TASK_STATE_CANCELED, "the task was cancelled"
+        elif state.get("interrupts"):
+            kind, said = State.TASK_STATE_INPUT_REQUIRED, _prompt(state["interrupts"][0])
+        else:  # its server stopped mid-run: a message on the task continues it
+            kind = State.TASK_STATE_INPUT_REQUIRED
+            said = (
+                "the server stopped during this task (its run reads interrupted); send a "
+                "message on this task to continue it from its last checkpoint"
+            )
+        task = pb.Task(id=task_id, context_id=thread_id)
+        task.status.state = kind
+        if said:
+            task.status.message.CopyFrom(_agent_message(said, task_id, thread_id, f"{run_id}:s"))
+        stamp = chain.last.get("updated_at") or chain.last.get("created_at")
+        held = self.runs.get(run_id)
+        stamp = held.updated_at if held is not None else stamp
+        if stamp:
+            task.status.timestamp.FromJsonString(_rfc3339(str(stamp)))
+        if answer and kind == State.TASK_STATE_COMPLETED:
+            task.artifacts.append(
+                pb.Artifact(
+                    artifact_id=f"{task_id}:answer",
+                    name="answer",
+                    parts=[pb.Part(text=str(answer))],
+                )
+            )
+        for i, message in enumerate(values.get("messages") or []):
+            role = {"user": pb.Role.ROLE_USER, "assistant": pb.Role.ROLE_AGENT}.get(
+                str(message.get("role"))
+            )
+            content = message.get("content")
+            if role is None or not content:
+                continue
+            task.history.append(
+                pb.Message(
+                    message_id=f"{thread_id}:{i}",
+                    role=role,
+                    parts=[pb.Part(text=str(content))],
+                    context_id=thread_id,
+                    task_id=task_id,
+                )
+            )
+        task.metadata.update(
+            {
+                "assistant_id": str(chain.root["assistant_id"]),
+                "run_id": run_id,
+                "run_status": status,
+            }
+        )
+        return task
+
+    async def listed(self, assistant: Assistant, context_id: str) -> list[pb.Task]:
+        """The tasks of ``assistant`` (in thread ``context_id`` if given), last updated first."""
+        if context_id:
+            threads = [context_id]
+        else:
+            with self.runs.table.database.read() as tx:
+                found = tx.all("SELECT DISTINCT thread_id FROM runs")
+            threads = [str(r[0]) for r in found]
+        tasks: list[pb.Task] = []
+        for thread_id in threads:
+            rows = await asyncio.to_thread(self.runs.table.of_thread, thread_id)
+            chains = [c for c in _chains(rows) if self._mine(c.root, assistant)]
+            if not chains:
+                continue
+            state = await self._thread_state(thread_id)
+            tasks += [await self.task(c, state) for c in chains]
+        tasks.sort(key=lambda t: (t.status.timestamp.ToJsonString(), t.id), reverse=True)
+        return tasks
+
+    # -- sending ---------------------------------------------------------------------------
+
+    async def send(self, message: pb.Message, assistant: Assistant) -> tuple[Run, _Chain | None]:
+        """Start the run a message asks for; the task it continues (``None``: a new one)."""
+        text = _text_of(message)
+        if message.task_id:
+            chain = await self.chain(message.task_id, assistant)
+            if chain is None:
+                raise TaskNotFoundError(
+                    message=f"no task {message.task_id!r} of {assistant.assistant_id}"
+                )
+            if message.context_id and message.context_id != chain.thread_id:
+                raise InvalidParamsError(
+                    message=f"task {chain.task_id} belongs to context {chain.thread_id}, not "
+                    f"{message.context_id}; send its contextId or none"
+                )
+            return await self._follow(chain, text, assistant), chain
+        if not message.context_id:
+            return await self._start(str(uuid.uuid4()), assistant, text, new_thread=True), None
+        thread_id = message.context_id
+        try:
+            check_id("message.contextId", thread_id)
+        except ApiError as exc:
+            raise InvalidParamsError(message=exc.message) from None
+        if not await self.threads.exists(thread_id):
+            await self.threads.create({"thread_id": thread_id})
+            return await self._start(thread_id, assistant, text), None
+        owner = await self.threads.assistant_of(thread_id)
+        if owner is not None and owner.graph_id != assistant.graph_id:
+            raise InvalidParamsError(
+                message=f"context {thread_id} holds tasks of {owner.assistant_id}, not "
+                f"{assistant.assistant_id}; start a new context for another agent"
+            )
+        rows = await asyncio.to_thread(self.runs.table.of_thread, thread_id)
+        chains = _chains(rows)
+        if chains and chains[-1].latest and not self.runs.busy(thread_id):
+            task = await self.task(chains[-1])
+            if task.status.state == State.TASK_STATE_INPUT_REQUIRED:  # the next message answers
+                return await self._follow(chains[-1], text, assistant), chains[-1]
+        return await self._start(thread_id, assistant, text), None
+
+    async def _follow(self, chain: _Chain, text: str, assistant: Assistant) -> Run:
+        """The run that answers or continues ``chain`` with ``text``."""
+        state = await self._thread_state(chain.thread_id)
+        kind = (await self.task(chain, state)).status.state
+        if kind in _TERMINAL:
+            raise UnsupportedOperationError(
+                message=f"task {chain.task_id} has ended ({State.Name(kind)}); send a new "
+                "message without taskId (with this contextId to go on with the conversation)"
+            )
+        if kind != State.TASK_STATE_INPUT_REQUIRED:
+            raise UnsupportedOperationError(
+                message=f"task {chain.task_id} is still working; wait for it (GetTask or "
+                "SubscribeToTask) or cancel it (CancelTask)"
+            )
+        if state.get("interrupts"):  # a human step: the message is its answer
+            return await self._start(
+                chain.thread_id, assistant, None, resume=text, task_id=chain.task_id
+            )
+        # stopped mid-run: continue from the last checkpoint (the message has nothing to add)
+        return await self._start(chain.thread_id, assistant, None, task_id=chain.task_id)
+
+    async def _start(
+        self,
+        thread_id: str,
+        assistant: Assistant,
+        text: str | None,
+        *,
+        resume: str | None = None,
+        task_id: str | None = None,
+        new_thread: bool = False,
+    ) -> Run:
+        has_resume = resume is not None
+        if not new_thread and not self.runs.busy(thread_id):
+            await self.check(thread_id, text, has_resume)
+        return await self.runs.start(
+            thread_id=thread_id,
+            assistant=assistant,
+            text=text,
+            resume=resume,
+            multitask_strategy="reject",
+            metadata={TASK_KEY: task_id} if task_id else {},
+            kwargs={
+                "input": None if text is None else {"input": text},
+                "command": {"resume": resume} if has_resume else None,
+                "stream_mode": None,
+                "config": None,
+            },
+            new_thread=new_thread,
+        )
+
+    async def cancel(self, chain: _Chain) -> None:
+        """Stop the task's run, or end a task that waits for a message."""
+        status, _, run_id = self._status(chain)
+        held = self.runs.get(run_id)
+        if held is not None and not held.done.is_set():
+            await self.runs.cancel(held, wait=True)
+            return
+        error = {"error": _CANCELLED, "message": f"task {chain.task_id} was cancelled"}
+        await self.runs.table.set_status(run_id, "interrupted", now(), error)
+
+
+def _rfc3339(stamp: str) -> str:
+    """An ISO-8601 UTC time as protobuf's ``Timestamp`` reads it (``Z``, not ``+00:00``)."""
+    return stamp.replace("+00:00", "Z") if stamp.endswith("+00:00") else stamp
+
+
+class A2AAgent(RequestHandler):
+    """The SDK's request handler for one assistant."""
+
+    def __init__(self, tasks: A2ATasks, assistant: Assistant) -> None:
+        self.tasks = tasks
+        self.assistant = assistant
+
+    async def _chain(self, task_id: str) -> _Chain:
+        chain = await self.tasks.chain(task_id, self.assistant)
+        if chain is None:
+            raise TaskNotFoundError(message=f"no task {task_id!r} of {self.assistant.assistant_id}")
+        return chain
+
+    @_answers
+    async def on_get_task(self, params: pb.GetTaskRequest, context: Any) -> pb.Task | None:
+        validate_history_length(params)
+        task = await self.tasks.task(await self._chain(params.id))
+        return apply_history_length(task, params)
+
+    @_answers
+    async def on_list_tasks(
+        self, params: pb.ListTasksRequest, context: Any
+    ) -> pb.ListTasksResponse:
+        validate_history_length(params)
+        size = params.page_size if params.HasField("page_size") else _PAGE
+        validate_page_size(size)
+        start = 0
+        if params.page_token:
+            if not (params.page_token.isascii() and params.page_token.isdigit()):
+                raise InvalidParamsError(
+                    message="pageToken must be a nextPageToken this server gave"
+                )
+            start = int(params.page_token)
+        tasks = await self.tasks.listed(self.assistant, params.context_id)
+        if params.status:
+            tasks = [t for t in tasks if t.status.state == params.status]
+        if params.HasField("status_timestamp_after"):
+            after = params.status_timestamp_after.ToJsonString()
+            tasks = [t for t in tasks if t.status.timestamp.ToJsonString() > after]
+        page = tasks[start : start + size]
+        if not params.include_artifacts:
+            for task in page:
+                task.ClearField("artifacts")
+        page = [apply_history_length(t, params) for t in page]
+        more = start + size < len(tasks)
+        return pb.ListTasksResponse(
+            tasks=page,
+            next_page_token=str(start + size) if more else "",
+            page_size=size,
+            total_size=len(tasks),
+        )
+
+    @_answers
+    async def on_cancel_task(self, params: pb.CancelTaskRequest, context: Any) -> pb.Task | None:
+        chain = await self._chain(params.id)
+        task = await self.tasks.task(chain)
+        if task.status.state in _TERMINAL:
+            raise TaskNotCancelableError(
+                message=f"task {chain.task_id} has ended ({State.Name(task.status.state)})"
+            )
+        await self.tasks.cancel(chain)
+        return await self.tasks.task(await self._chain(params.id))  # as stored now
+
+    @_answers
+    async def on_message_send(self, params: pb.SendMessageRequest, context: Any) -> pb.Task:
+        config = params.configuration if params.HasField("configuration") else None
+        validate_history_length(config)
+        run, chain = await self.tasks.send(params.message, self.assistant)
+        if not (config and config.return_immediately):
+            await run.done.wait()
+        task = await self.tasks.task(await self._chain(chain.task_id if chain else run.run_id))
+        return apply_history_length(task, config)
+
+    @_answers
+    async def on_message_send_stream(
+        self, params: pb.SendMessageRequest, context: Any
+    ) -> AsyncGenerator[Any]:
+        run, chain = await self.tasks.send(params.message, self.assistant)
+        chain = await self._chain(chain.task_id if chain else run.run_id)
+        yield await self.tasks.task(chain)
+        async for event in self._follow(chain, run, 0):
+            yield event
+
+    @_answers
+    async def on_subscribe_to_task(
+        self, params: pb.SubscribeToTaskRequest, context: Any
+    ) -> AsyncGenerator[Any]:
+        chain = await self._chain(params.id)
+        task = await self.tasks.task(chain)
+        if task.status.state in _TERMINAL:
+            raise UnsupportedOperationError(
+                message=f"task {chain.task_id} has ended ({State.Name(task.status.state)}); "
+                "read it with GetTask"
+            )
+        yield task
+        run = self.tasks.runs.get(str(chain.last["run_id"]))
+        if run is not None and not run.done.is_set():
+            async for event in self._follow(chain, run, len(run.feed.items)):
+                yield event
+
+    async def _follow(self, chain: _Chain, run: Run, start: int) -> AsyncGenerator[Any]:
+        """The task's updates while ``run`` goes: a ``working`` status with each model reply,
+        then its answer as an artifact and its last status."""
+        task_id, thread_id = chain.task_id, chain.thread_id
+        async for ready in run.feed.follow(start):
+            for i, mode, data in ready:
+                if mode != "custom" or data.get("event") != "llm_call" or not data.get("content"):
+                    continue
+                status = pb.TaskStatus(state=State.TASK_STATE_WORKING)
+                said = f"{data.get('agent')}: {data['content']}"
+                status.message.CopyFrom(
+                    _agent_message(said, task_id, thread_id, f"{run.run_id}:{i}")
+                )
+                yield pb.TaskStatusUpdateEvent(task_id=task_id, context_id=thread_id, status=status)
+        await run.done.wait()
+        final = await self.tasks.task(await self._chain(task_id))  # as stored now
+        for artifact in final.artifacts:
+            yield pb.TaskArtifactUpdateEvent(
+                task_id=task_id, context_id=thread_id, artifact=artifact, last_chunk=True
+            )
+        yield pb.TaskStatusUpdateEvent(task_id=task_id, context_id=thread_id, status=final.status)
+
+    async def _no_push(self, *args: Any, **kwargs: Any) -> Any:
+        raise PushNotificationNotSupportedError(
+            message="this agent does not send push notifications; stream the task "
+            "(SendStreamingMessage, SubscribeToTask) or poll it (GetTask)"
+        )
+
+    on_create_task_push_notification_config = _no_push
+    on_get_task_push_notification_config = _no_push
+    on_list_task_push_notification_configs = _no_push
+    on_delete_task_push_notification_config = _no_push
+
+    async def on_get_extended_agent_card(self, params: Any, context: Any) -> pb.AgentCard:
+        raise ExtendedAgentCardNotConfiguredError(
+            message="this agent has no extended card; its card is at "
+            f"/a2a/{self.assistant.assistant_id}{CARD_PATH}"
+        )
+
+
+def agent_card(assistant: Assistant, base_url: str, api_key: bool) -> pb.AgentCard:
+    """The card of ``assistant`` served at ``base_url``; it declares the API key scheme when
+    the server needs one (never the key)."""
+    url = f"{base_url.rstrip('/')}/a2a/{assistant.assistant_id}"
+    kind = str(assistant.info.get("kind") or "workflow")
+    about = assistant.description or f"the aworld-graph {kind} {assistant.assistant_id}"
+    card = pb.AgentCard(
+        name=assistant.assistant_id,
+        description=about,
+        version=str(assistant.version),
+        supported_interfaces=[
+            pb.AgentInterface(url=url, protocol_binding=binding, protocol_version=version)
+            for version in ("1.0", "0.3")
+            for binding in ("JSONRPC", "HTTP+JSON")
+        ],
+        capabilities=pb.AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[
+            pb.AgentSkill(
+                id=assistant.assistant_id,
+                name=assistant.assistant_id,
+                description=about,
+                tags=[kind, assistant.graph_id],
+            )
+        ],
+    )
+    if api_key:
+        scheme = pb.SecurityScheme(
+            api_key_security_scheme=pb.APIKeySecurityScheme(
+                location="header", name="x-api-key", description="the server's API key"
+            )
+        )
+        card.security_schemes["apiKey"].CopyFrom(scheme)
+        card.security_requirements.add().schemes["apiKey"].CopyFrom(pb.StringList())
+    return card
+
+
+class A2ARoutes:
+    """The A2A routes of every assistant: its card, JSON-RPC at ``/a2a/{assistant_id}`` and
+    HTTP+JSON under it, each for protocol 1.0 and 0.3."""
+
+    def __init__(
+        self, app: App, check: Callable[[str, str | None, bool], Awaitable[None]], api_key: bool
+    ) -> None:
+        self.app = app
+        self.api_key = api_key
+        self.tasks = A2ATasks(app, check)
+
+    def rows(self) -> Rows:
+        rows: Rows = [
+            (CARD_PATH, self.card, ["GET"]),
+            (f"/a2a/{{assistant_id:str}}{CARD_PATH}", self.card, ["GET"]),
+        ]
+        for assistant in self.app.assistants:
+            agent = A2AAgent(self.tasks, assistant)
+            prefix = f"/a2a/{assistant.assistant_id}"
+            routes = [
+                *create_jsonrpc_routes(agent, prefix, enable_v0_3_compat=True),
+                *create_rest_routes(agent, enable_v0_3_compat=True, path_prefix=prefix),
+            ]
+            for route in routes:
+                if isinstance(route, Route):  # not the SDK's per-tenant mount: no tenants here
+                    rows.append((route.path, route.endpoint, sorted(route.methods or ())))
+        return rows
+
+    async def card(self, request: Request) -> Response:
+        name = request.path_params.get("assistant_id") or request.query_params.get("assistant_id")
+        served: list[Assistant] = list(self.app.assistants)
+        if not name and not served:
+            raise ApiError(404, "assistant_not_found", "this server serves no workflow")
+        assistant = self.app.assistants.get(name) if name else served[0]
+        card = agent_card(assistant, str(request.base_url), self.api_key)
+        return JSONResponse(agent_card_to_dict(card))

@@ -1,0 +1,317 @@
+"""A2A with the ``a2a-sdk`` client against a real server: each workflow is an agent whose
+tasks are the server's runs on its threads (the LangGraph API sees the same ones)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import ClientConfig, create_client
+from a2a.types import a2a_pb2 as pb
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
+from langgraph_sdk import get_client
+
+from tests.server import apps
+from tests.server.conftest import LiveServer
+from tests.server.test_restart import Served, processes  # noqa: F401 (its fixture)
+
+S = pb.TaskState
+KEY = "a2a-test-key-0123456789"
+
+
+def _message(text: str, **ids: str) -> pb.SendMessageRequest:
+    message = pb.Message(message_id=f"m-{text[:12]}", role=pb.Role.ROLE_USER, **ids)
+    message.parts.append(pb.Part(text=text))
+    return pb.SendMessageRequest(message=message)
+
+
+async def _client(url: str, binding: str = "JSONRPC", *, streaming: bool = False, key: str = ""):
+    http = httpx.AsyncClient(headers={"x-api-key": key} if key else {}, timeout=30)
+    config = ClientConfig(
+        streaming=streaming, supported_protocol_bindings=[binding], httpx_client=http
+    )
+    client = await create_client(url, config)
+    _HTTP[id(client)] = http
+    return client
+
+
+_HTTP: dict[int, httpx.AsyncClient] = {}
+"""Each client's HTTP client, which the test closes with it (the SDK leaves a given one open)."""
+
+
+async def _close(client: Any) -> None:
+    await client.close()
+    await _HTTP.pop(id(client)).aclose()
+
+
+async def _sent(client: Any, request: pb.SendMessageRequest) -> list[Any]:
+    return [event async for event in client.send_message(request)]
+
+
+def _task(events: list[Any]) -> pb.Task:
+    """The task a (non-streamed) send answered."""
+    assert len(events) == 1 and events[0].HasField("task"), events
+    return events[0].task
+
+
+def _kinds(events: list[Any]) -> list[str]:
+    return [e.WhichOneof("payload") for e in events]
+
+
+async def _until(client: Any, task_id: str, done: Callable[[pb.Task], bool]) -> pb.Task:
+    for _ in range(2000):  # bounded: the run moves within a few steps
+        task = await client.get_task(pb.GetTaskRequest(id=task_id))
+        if done(task):
+            return task
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"task {task_id} stayed {S.Name(task.status.state)}")
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_send_get_list_on_a_thread_the_langgraph_api_sees(
+    server: LiveServer, binding: str
+) -> None:
+    client = await _client(f"{server.url}/a2a/chat", binding)
+    first = _task(await _sent(client, _message("hello there")))
+    assert first.status.state == S.TASK_STATE_COMPLETED
+    assert first.status.message.parts[0].text == "turn 1: hello there"
+    assert [a.parts[0].text for a in first.artifacts] == ["turn 1: hello there"]
+    # the same context is the thread's next turn
+    second = _task(await _sent(client, _message("and again", context_id=first.context_id)))
+    assert second.context_id == first.context_id and second.id != first.id
+    assert second.status.message.parts[0].text == "turn 2: hello there / and again"
+
+    got = await client.get_task(pb.GetTaskRequest(id=first.id, history_length=1))
+    assert got.status.state == S.TASK_STATE_COMPLETED and len(got.history) == 1
+    listed = await client.list_tasks(pb.ListTasksRequest(context_id=first.context_id))
+    assert [t.id for t in listed.tasks] == [second.id, first.id] and listed.total_size == 2
+    paged = await client.list_tasks(pb.ListTasksRequest(page_size=1))
+    assert len(paged.tasks) == 1 and paged.next_page_token
+    with pytest.raises(TaskNotFoundError):
+        await client.get_task(pb.GetTaskRequest(id="no-such-task"))
+    with pytest.raises(UnsupportedOperationError):  # an ended task takes no more messages
+        await _sent(client, _message("more", task_id=first.id))
+    await _close(client)
+
+    sdk = get_client(url=server.url, api_key=None)
+    runs = await sdk.runs.list(first.context_id)
+    assert {r["run_id"] for r in runs} == {first.id, second.id}  # a task is a run
+    assert (await sdk.threads.get_state(first.context_id))["values"]["answer"].startswith("turn 2")
+    await sdk.aclose()
+
+
+async def test_stream_a_task(server: LiveServer) -> None:
+    client = await _client(f"{server.url}/a2a/counter", streaming=True)
+    events = await _sent(client, _message("three little words"))
+    kinds = _kinds(events)
+    assert kinds[0] == "task" and kinds[-2:] == ["artifact_update", "status_update"], kinds
+    assert events[0].task.status.state in (S.TASK_STATE_SUBMITTED, S.TASK_STATE_WORKING)
+    assert events[-2].artifact_update.artifact.parts[0].text == "3 words"
+    assert events[-1].status_update.status.state == S.TASK_STATE_COMPLETED
+    assert events[-1].status_update.task_id == events[0].task.id
+    got = await client.get_task(pb.GetTaskRequest(id=events[0].task.id))
+    assert got.status.state == S.TASK_STATE_COMPLETED
+    await _close(client)
+
+
+async def test_cancel_and_resubscribe(server: LiveServer) -> None:
+    client = await _client(f"{server.url}/a2a/gated", streaming=True)
+    request = _message("four words go here")
+    request.configuration.return_immediately = True
+    polling = await _client(f"{server.url}/a2a/gated")
+    started = _task(await _sent(polling, request))
+    working = await _until(polling, started.id, lambda t: t.status.state == S.TASK_STATE_WORKING)
+
+    seen: list[Any] = []
+
+    async def follow() -> None:
+        async for event in client.subscribe(pb.SubscribeToTaskRequest(id=working.id)):
+            seen.append(event)
+            if len(seen) == 1:
+                threading.Timer(0.05, apps.GATE.set).start()
+
+    await asyncio.wait_for(follow(), 60)
+    assert _kinds(seen)[0] == "task" and seen[0].task.status.state == S.TASK_STATE_WORKING
+    assert seen[-2].artifact_update.artifact.parts[0].text == "4 words"
+    assert seen[-1].status_update.status.state == S.TASK_STATE_COMPLETED
+    with pytest.raises(UnsupportedOperationError):  # an ended task: read it, not follow it
+        async for _ in client.subscribe(pb.SubscribeToTaskRequest(id=working.id)):
+            pass
+    with pytest.raises(TaskNotCancelableError):
+        await polling.cancel_task(pb.CancelTaskRequest(id=working.id))
+
+    apps.GATE.clear()
+    request = _message("two words", context_id=working.context_id)
+    request.configuration.return_immediately = True
+    other = _task(await _sent(polling, request))
+    await _until(polling, other.id, lambda t: t.status.state == S.TASK_STATE_WORKING)
+    cancelled = await polling.cancel_task(pb.CancelTaskRequest(id=other.id))
+    assert cancelled.status.state == S.TASK_STATE_CANCELED
+    got = await polling.get_task(pb.GetTaskRequest(id=other.id))
+    assert got.status.state == S.TASK_STATE_CANCELED
+    await _close(client)
+    await _close(polling)
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_input_required_then_answered(server: LiveServer, binding: str) -> None:
+    client = await _client(f"{server.url}/a2a/approval", binding)
+    asked = _task(await _sent(client, _message("Plan a team offsite")))
+    assert asked.status.state == S.TASK_STATE_INPUT_REQUIRED
+    assert asked.status.message.parts[0].text == "Approve the plan?"
+    # the LangGraph API sees the same pending human step
+    sdk = get_client(url=server.url, api_key=None)
+    assert (await sdk.threads.get_state(asked.context_id))["interrupts"]
+    done = _task(await _sent(client, _message("approve", task_id=asked.id)))
+    assert done.id == asked.id and done.status.state == S.TASK_STATE_COMPLETED
+    assert done.artifacts[0].parts[0].text == "published the plan"
+    runs = await sdk.runs.list(asked.context_id)
+    assert len(runs) == 2 and {r["status"] for r in runs} == {"success", "interrupted"}
+    await sdk.aclose()
+    await _close(client)
+
+
+async def test_cancel_a_task_waiting_for_input(server: LiveServer) -> None:
+    client = await _client(f"{server.url}/a2a/approval")
+    asked = _task(await _sent(client, _message("Plan a party")))
+    assert asked.status.state == S.TASK_STATE_INPUT_REQUIRED
+    cancelled = await client.cancel_task(pb.CancelTaskRequest(id=asked.id))
+    assert cancelled.status.state == S.TASK_STATE_CANCELED
+    with pytest.raises(UnsupportedOperationError):
+        await _sent(client, _message("approve", task_id=asked.id))
+    await _close(client)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+async def test_killed_mid_task_then_continued(
+    tmp_path: Path,
+    processes: list[Served],  # noqa: F811 (test_restart's fixture)
+) -> None:
+    db, port = tmp_path / "served.db", _port()
+    first = Served(db, port, AWORLD_TEST_SLOW="hang")
+    processes.append(first)
+    client = await _client(f"{first.url}/a2a/slow")
+    request = _message("five words in this input")
+    request.configuration.return_immediately = True
+    task = _task(await _sent(client, request))
+    sdk = get_client(url=first.url, api_key=None)
+    for _ in range(2000):  # until the tool's step is saved; the next model call hangs
+        state = await sdk.threads.get_state(task.context_id)
+        if (state["values"] or {}).get("steps", 0) >= 2:
+            break
+        await asyncio.sleep(0.01)
+    first.stop(signal.SIGKILL)
+    await _close(client)
+    await sdk.aclose()
+
+    second = Served(db, port)
+    processes.append(second)
+    client = await _client(f"{second.url}/a2a/slow")
+    back = await client.get_task(pb.GetTaskRequest(id=task.id))
+    assert back.status.state == S.TASK_STATE_INPUT_REQUIRED
+    assert back.metadata["run_status"] == "interrupted"
+    assert "continue" in back.status.message.parts[0].text
+    done = _task(await _sent(client, _message("go on", task_id=task.id)))
+    assert done.id == task.id and done.status.state == S.TASK_STATE_COMPLETED
+    assert done.artifacts[0].parts[0].text == "5 words"
+    sdk = get_client(url=second.url, api_key=None)
+    trace = (await sdk.threads.get_state(task.context_id))["values"]["trace"]
+    assert [r["kind"] for r in trace] == ["llm", "tools", "llm"]  # no step redone
+    await sdk.aclose()
+    await _close(client)
+    second.stop()
+
+
+async def test_api_key_guards_everything_but_the_card(
+    serve: Callable[..., LiveServer],
+) -> None:
+    server = serve(api_key=KEY)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        for path in ("/.well-known/agent-card.json", "/a2a/chat/.well-known/agent-card.json"):
+            card = await http.get(path)
+            assert card.status_code == 200 and KEY not in card.text
+            assert card.json()["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"] == (
+                "x-api-key"
+            )
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+        refused = [
+            await http.post("/a2a/chat", json=body),
+            await http.post("/a2a/chat", json=body, headers={"x-api-key": "wrong"}),
+            await http.get("/a2a/chat/tasks"),
+            await http.post("/a2a/chat/message:send", json={}),
+        ]
+        assert [r.status_code for r in refused] == [401] * 4
+        assert all(KEY not in r.text and "task" not in r.text.lower() for r in refused)
+    client = await _client(f"{server.url}/a2a/chat", key=KEY)
+    done = _task(await _sent(client, _message("with the key")))
+    assert done.status.state == S.TASK_STATE_COMPLETED
+    await _close(client)
+
+
+def test_malformed_requests_get_json_rpc_errors(server: LiveServer) -> None:
+    send = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}
+    cases: list[tuple[Any, int]] = [
+        (b"{not json", -32700),
+        ({"jsonrpc": "2.0", "id": 1}, -32600),
+        ({"jsonrpc": "1.0", "id": 1, "method": "GetTask"}, -32600),
+        ({"jsonrpc": "2.0", "id": 1, "method": "NoSuchMethod"}, -32601),
+        ({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": 5}}, -32602),
+        ({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}}, -32001),
+        ({"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": "nope"}}, -32001),
+        (
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}},
+            },
+            -32602,
+        ),
+        (
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {
+                    **send,
+                    "message": {**send["message"], "contextId": "bad id/with space"},
+                },
+            },
+            -32602,
+        ),
+        (
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "CreateTaskPushNotificationConfig",
+                "params": {"taskId": "t", "url": "http://127.0.0.1:1/"},
+            },
+            -32003,
+        ),
+    ]
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for body, code in cases:
+            raw = body if isinstance(body, bytes) else None
+            sent = http.post(
+                "/a2a/chat",
+                content=raw,
+                json=None if raw else body,
+                headers={"content-type": "application/json", "A2A-Version": "1.0"},
+            )
+            assert sent.status_code == 200, (body, sent.text)
+            assert sent.json()["error"]["code"] == code, (body, sent.text)
+        # the REST binding answers a missing task with a 404, not a 500
+        assert http.get("/a2a/chat/tasks/nope", headers={"A2A-Version": "1.0"}).status_code == 404
