@@ -4,8 +4,11 @@ tasks are the server's runs on its threads (the LangGraph API sees the same ones
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 import signal
 import socket
+import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -315,3 +318,41 @@ def test_malformed_requests_get_json_rpc_errors(server: LiveServer) -> None:
             assert sent.json()["error"]["code"] == code, (body, sent.text)
         # the REST binding answers a missing task with a 404, not a 500
         assert http.get("/a2a/chat/tasks/nope", headers={"A2A-Version": "1.0"}).status_code == 404
+
+
+JS_SDK = "@a2a-js/sdk@1.3.0"
+JS_DIR = Path(__file__).resolve().parents[2] / ".cache" / "a2a-js"
+"""Where the JavaScript client is installed (``.cache/`` is ignored by git)."""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed: no JS client")
+def test_the_javascript_client(serve: Callable[..., LiveServer]) -> None:
+    if not (JS_DIR / "node_modules" / "@a2a-js" / "sdk" / "package.json").exists():
+        JS_DIR.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["npm", "install", "--prefix", str(JS_DIR), "--no-audit", "--no-fund", JS_SDK],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    script = JS_DIR / "a2a_client.mjs"  # beside its node_modules, where node finds the SDK
+    shutil.copyfile(Path(__file__).resolve().parents[1] / "js" / "a2a_client.mjs", script)
+    server = serve(api_key=KEY)
+    ran = subprocess.run(
+        ["node", str(script), f"{server.url}/a2a/approval", KEY],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout)
+    for transport in ("JSONRPC", "HTTP+JSON"):
+        assert seen[transport] == {
+            "asked": "TASK_STATE_INPUT_REQUIRED",
+            "prompt": "Approve the plan?",
+            "answered": "TASK_STATE_COMPLETED",
+            "same_task": True,
+            "answer": "published the plan",
+            "streamed": ["task", "statusUpdate", "statusUpdate"],
+        }
