@@ -1,7 +1,8 @@
 """Webhooks: a run created with ``webhook="http(s)://…"`` has its final JSON POSTed there when
 it ends, as LangGraph's server sends it: the API's ``Run`` object with the run's end
-``status``, ``run_started_at``, ``run_ended_at``, ``webhook_sent_at``, the thread's
-``values`` and, when it failed, ``error``; secrets stripped as in every response.
+``status``, ``run_started_at`` (here: when the run was accepted), ``run_ended_at``,
+``webhook_sent_at``, the thread's ``values`` and, when it failed, ``error``; secrets
+stripped as in every response.
 
 A webhook is an absolute ``http`` or ``https`` URL (a 422 naming ``webhook`` otherwise,
 before the run is stored). The server sends it from its event loop once, within
@@ -55,6 +56,13 @@ class Webhooks:
     def __init__(self) -> None:
         self.sending: set[asyncio.Task[None]] = set()
         """The POSTs under way (held so that none is collected before it is done)."""
+
+    def ended(self, run: Any) -> None:
+        """Send the webhook of ``run`` (a :class:`~._runs.Run` that has just ended), if it
+        asked for one."""
+        url = (run.kwargs or {}).get("webhook")
+        if url:
+            self.send(str(url), run.json(), run.values, run.error, run.created_at)
 
     def send(self, url: str, run: dict[str, Any], values: Any, error: Any, started: str) -> None:
         """POST ``run`` (the API's ``Run`` object, its status the end one) to ``url``."""
