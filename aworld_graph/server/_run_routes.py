@@ -109,7 +109,7 @@ class RunRoutes:
             thread_id = body.get("thread_id")
         assistant = self.app.assistants.get(str(body.get("assistant_id") or ""))
         body["stream_mode"] = _modes(body.get("stream_mode"))
-        strategy = str(body.get("multitask_strategy") or "reject")
+        strategy = str(body.get("multitask_strategy") or "enqueue")  # LangGraph's default
         if strategy not in _STRATEGIES:
             raise ApiError(
                 422, "invalid_strategy", f"multitask_strategy must be one of {_STRATEGIES}"
@@ -145,6 +145,10 @@ class RunRoutes:
         busy = bool(self.runs.busy(thread_id))
         if not busy and not new:  # else checked when the runs before it have ended
             await self.check(thread_id, text, has_resume)
+
+        async def later(run: Run) -> None:
+            await self.check(thread_id, text, has_resume, run.supersedes)
+
         run = await self.runs.start(
             thread_id=thread_id,
             assistant=assistant,
@@ -153,14 +157,18 @@ class RunRoutes:
             multitask_strategy=strategy,
             metadata=dict(metadata),
             kwargs={k: body.get(k) for k in ("input", "command", "stream_mode", "config")},
-            check=(lambda: self.check(thread_id, text, has_resume)) if busy else None,
+            check=later if busy else None,
             new_thread=new,
             modes=body["stream_mode"] if streamed else None,
         )
         return run, body
 
-    async def check(self, thread_id: str, text: str | None, has_resume: bool) -> None:
-        """Refuse with an ``ApiError`` a run the thread cannot take now."""
+    async def check(
+        self, thread_id: str, text: str | None, has_resume: bool, over: bool = False
+    ) -> None:
+        """Refuse with an ``ApiError`` a run the thread cannot take now. ``over``: the run
+        superseded the one going (``multitask_strategy="interrupt"``), so new input goes on
+        top of the state that one stopped in, as in LangGraph."""
         state = await self.threads.state(thread_id)
         started = bool(state["values"]) or state["checkpoint"]["checkpoint_id"] is not None
         if has_resume and not state["interrupts"]:
@@ -170,14 +178,14 @@ class RunRoutes:
                 f"thread {thread_id} is not waiting for input, so there is nothing to resume; "
                 + ("send input null to continue it" if state["next"] else "start a new run"),
             )
-        if text is not None and state["interrupts"]:
+        if text is not None and state["interrupts"] and not over:
             raise ApiError(
                 409,
                 "thread_interrupted",
                 f"thread {thread_id} is waiting for input, so it takes no new input yet; "
                 "answer its interrupt with command={'resume': ...}",
             )
-        if text is not None and state["next"]:
+        if text is not None and state["next"] and not over:
             raise ApiError(
                 409,
                 "thread_unfinished",

@@ -36,21 +36,36 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.constants import END
+
 from ..config import TaskConfig
-from ..run import CriticScore, GraphRun, RunEvent, StepEvent
+from ..run import CriticScore, GraphRun, RunEvent, StepEvent, built, pending_nodes
 from ..task import Task
 from ._assistants import Assistant
 from ._run_table import RunTable
 from ._wire import ApiError, clean, input_text, now
 
-__all__ = ["KEEP_FINISHED", "STREAM_MODES", "Feed", "Run", "RunManager", "event_name"]
+__all__ = [
+    "KEEP_FINISHED",
+    "STREAM_MODES",
+    "Feed",
+    "Run",
+    "RunManager",
+    "event_name",
+    "stamp",
+]
 
 log = logging.getLogger("aworld_graph.server")
 
 STREAM_MODES = ("values", "updates", "messages", "messages-tuple", "custom", "checkpoints")
 """The stream modes a run produces."""
+
+_OWN = ("source", "step", "parents", "writes", "run_id")
+"""Checkpoint metadata LangGraph or a run writes for itself; not carried onto another."""
 
 _STATUS = {"finished": "success", "interrupted": "interrupted", "error": "error"}
 _STATUS |= {"max_steps": "error", "busy": "error", "running": "interrupted"}
@@ -58,9 +73,10 @@ KEEP_FINISHED = 100
 """How many finished runs a server holds in memory with their stream feeds, newest first, so
 a client can still join them; older ones are read from the store (without their events)."""
 
-Check = Callable[[str, str | None, bool], Awaitable[None]]
-"""``check(thread_id, text, has_resume)``: refuses a run the thread cannot take now with an
-``ApiError`` (the routes' rule, run again when a queued run starts)."""
+Check = Callable[[str, str | None, bool, bool], Awaitable[None]]
+"""``check(thread_id, text, has_resume, over)``: refuses a run the thread cannot take now with
+an ``ApiError`` (the routes' rule, run again when a queued run starts); ``over``: new input
+may go on top of a run stopped mid-run (it superseded that run)."""
 
 
 def event_name(part: str, modes: list[str] | None) -> str | None:
@@ -137,6 +153,14 @@ class Run:
     """The thread was made for this run (a run without a thread): nothing to read back."""
     modes: list[str] | None = None
     """The stream modes its feed holds (``None``: all of them)."""
+    supersedes: bool = False
+    """It cancelled the runs going on its thread (``multitask_strategy="interrupt"``): new
+    input runs on top of the state they stopped in, as in LangGraph."""
+    delay: float = 0.0
+    """Seconds to wait before it starts (``after_seconds``)."""
+    temporary: bool = False
+    """Its thread is deleted when it ends (``on_completion="delete"`` on a run without a
+    thread)."""
     checkpoints: list[str] = field(default_factory=list)
     """The ids of the checkpoints it streamed, in order."""
     moved: asyncio.Event = field(default_factory=asyncio.Event)
@@ -276,6 +300,30 @@ def _critic_event(node: str, record: dict[str, Any]) -> CriticScore:
     }
 
 
+def _left(created_at: Any, after_seconds: Any) -> float:
+    """The seconds a run created at ``created_at`` still waits of its ``after_seconds``."""
+    if not isinstance(after_seconds, (int, float)) or after_seconds <= 0:
+        return 0.0
+    start = datetime.fromisoformat(str(created_at)) + timedelta(seconds=after_seconds)
+    return max(0.0, (start - datetime.now(UTC)).total_seconds())
+
+
+async def _checked(check: Check, thread_id: str, text: str | None, has: bool, run: Run) -> None:
+    await check(thread_id, text, has, run.supersedes)
+
+
+def stamp(assistant: Assistant, run_id: str | None = None) -> dict[str, Any]:
+    """The checkpoint metadata that ties a checkpoint to ``assistant`` (and to run
+    ``run_id``): what the server reads a thread's assistant from."""
+    metadata: dict[str, Any] = {"assistant_id": assistant.assistant_id}
+    metadata["graph_id"] = assistant.graph_id
+    if assistant.target:
+        metadata["target"] = assistant.target
+    if run_id is not None:
+        metadata["run_id"] = run_id
+    return metadata
+
+
 class RunManager:
     """The runs of this server process: at most one runs on a thread at a time. Each is
     stored in the ``runs`` table of ``saver``'s store (made here if it is not there yet)."""
@@ -339,14 +387,18 @@ class RunManager:
         multitask_strategy: str,
         metadata: dict[str, Any],
         kwargs: dict[str, Any],
-        check: Callable[[], Awaitable[None]] | None = None,
+        check: Callable[[Run], Awaitable[None]] | None = None,
         new_thread: bool = False,
         modes: list[str] | None = None,
+        delay: float = 0.0,
+        temporary: bool = False,
     ) -> Run:
-        """Store a run of ``assistant`` on ``thread_id`` and start it (or, with ``enqueue``,
-        start it when the runs before it on the thread have ended). ``check`` runs first
-        (after those runs) and may refuse the run with an ``ApiError``. ``modes``: the stream
-        modes to keep (``None``: all)."""
+        """Store a run of ``assistant`` on ``thread_id`` and start it (after ``delay``
+        seconds, and after the runs before it on the thread have ended, as LangGraph's
+        ``enqueue``). ``reject`` refuses it while the thread is busy; ``interrupt`` and
+        ``rollback`` cancel the runs going first (``rollback`` deletes them and their
+        checkpoints). ``check`` runs first (after those runs) and may refuse the run with an
+        ``ApiError``. ``modes``: the stream modes to keep (``None``: all)."""
         running = self.busy(thread_id)
         if running and multitask_strategy == "reject":
             raise ApiError(
@@ -367,16 +419,19 @@ class RunManager:
             kwargs=kwargs,
             new_thread=new_thread,
             modes=modes,
+            supersedes=bool(running) and multitask_strategy == "interrupt",
+            delay=delay,
+            temporary=temporary,
         )
         await self.table.put(run.row())  # stored before anyone hears of it
-        if self._launch(run, check, text, resume) is None:
+        if self._launch(run, check, text, resume) is None and not delay:
             await self._stored(run)
         return run
 
     def _launch(
         self,
         run: Run,
-        check: Callable[[], Awaitable[None]] | None,
+        check: Callable[[Run], Awaitable[None]] | None,
         text: str | None,
         resume: Any,
     ) -> Run | None:
@@ -415,17 +470,21 @@ class RunManager:
                 await self.table.set_status(run_id, "error", now(), error)
                 continue
             new_thread = not await exists(thread_id)
+            strategy = str(row["multitask_strategy"])
             run = Run(
                 run_id=run_id,
                 thread_id=thread_id,
                 assistant=assistant,
-                multitask_strategy=str(row["multitask_strategy"]),
+                multitask_strategy=strategy,
                 metadata=row["metadata"] or {},
                 kwargs=kwargs,
                 created_at=str(row["created_at"]),
                 new_thread=new_thread,
+                supersedes=strategy == "interrupt",  # what it superseded died with the server
+                delay=_left(row["created_at"], kwargs.get("after_seconds")),
+                temporary=new_thread and kwargs.get("on_completion") == "delete",
             )
-            checked = functools.partial(check, thread_id, text, has_resume)
+            checked = functools.partial(_checked, check, thread_id, text, has_resume)
             resume = command.get("resume") if has_resume else None
             self._launch(run, None if new_thread else checked, text, resume)
 
@@ -457,15 +516,19 @@ class RunManager:
         self,
         run: Run,
         before: Run | None,
-        check: Callable[[], Awaitable[None]] | None,
+        check: Callable[[Run], Awaitable[None]] | None,
         text: str | None,
         resume: Any,
     ) -> None:
         try:
+            if run.delay:
+                await asyncio.sleep(run.delay)
             if before is not None:
                 await before.done.wait()
             if check is not None:
-                await check()
+                await check(run)
+            if run.supersedes and text is not None:
+                await self._drop_pending(run)
             await self._drive(run, text, resume)
         except asyncio.CancelledError:
             run.status = "interrupted"
@@ -495,19 +558,37 @@ class RunManager:
                 queue.remove(run)
             if not queue:
                 self.active.pop(run.thread_id, None)
-            self._finish(run)
+            if run.cancel_action == "rollback":  # deleted: no longer a run of the thread
+                self.live.pop(run.run_id, None)
+            else:
+                self._finish(run)
+            if run.temporary:  # on_completion="delete": its thread goes before anyone hears
+                try:
+                    await asyncio.to_thread(self.saver.delete_thread, run.thread_id)
+                    await self.forget(thread_id=run.thread_id)
+                except Exception:
+                    log.exception("run %s: deleting its thread failed", run.run_id)
             run.done.set()
             run.notify()
+
+    async def _drop_pending(self, run: Run) -> None:
+        """Clear the tasks a superseded run left pending (LangGraph's ``update_state`` with
+        ``as_node=END``), so new input runs on top of the state it stopped in."""
+        compiled = built(run.assistant.source).compile(self.saver)
+        config: RunnableConfig = {"configurable": {"thread_id": run.thread_id}}
+        snapshot = await compiled.aget_state(config)
+        if snapshot.config and pending_nodes(snapshot):
+            # no run_id: LangGraph reads a checkpoint of the run's own id as a re-entry into
+            # that run and would ignore the new input
+            kept = {k: v for k, v in (snapshot.metadata or {}).items() if k not in _OWN}
+            dropped: RunnableConfig = {**snapshot.config, "metadata": kept | stamp(run.assistant)}
+            await compiled.aupdate_state(dropped, None, as_node=END)
 
     async def _drive(self, run: Run, text: str | None, resume: Any) -> None:
         run.status = "running"
         run.updated_at = now()
         await self.table.set_status(run.run_id, run.status, run.updated_at)
-        metadata = _scalars(run.metadata)
-        metadata |= {"assistant_id": run.assistant.assistant_id, "run_id": run.run_id}
-        metadata |= {"graph_id": run.assistant.graph_id}
-        if run.assistant.target:
-            metadata["target"] = run.assistant.target
+        metadata = _scalars(run.metadata) | stamp(run.assistant, run.run_id)
         task = Task(
             input=text or "",
             swarm=run.assistant.source,

@@ -210,7 +210,7 @@ async def test_multitask_reject_and_enqueue(sdk: Any) -> None:
     thread = (await sdk.threads.create())["thread_id"]
     first = await sdk.runs.create(thread, "gated", input=USER)
     with pytest.raises(ConflictError, match="busy with run"):
-        await sdk.runs.create(thread, "gated", input=None)
+        await sdk.runs.create(thread, "gated", input=None, multitask_strategy="reject")
     queued = await sdk.runs.create(thread, "gated", input=None, multitask_strategy="enqueue")
     late = await sdk.runs.create(
         thread, "gated", input={"input": "new"}, multitask_strategy="enqueue"
