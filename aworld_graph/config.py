@@ -41,6 +41,12 @@ class AgentConfig:
     """Seconds to wait for one model call."""
     params: dict[str, Any] = field(default_factory=dict)
     """Extra parameters passed to ``chat.completions.create`` (``max_tokens``, ``top_p``, …)."""
+    record_tokens: bool = False
+    """Keep what the model sampled in each LLM call's trace record, as ``tokens``: the
+    prompt's token ids, the sampled completion's ids, each one's logprob and the tokenizer
+    (from the embedded model, vLLM, or any endpoint returning them); an endpoint that returns
+    none is marked ``{"available": false, "reason": …}``. On for rollouts meant for training
+    (docs/training.md, *Token-level trajectories*)."""
 
     def resolved(self) -> AgentConfig:
         """A copy with unset fields filled from ``LLM_*`` environment variables."""
@@ -63,6 +69,7 @@ class AgentConfig:
             max_retries=self.max_retries,
             timeout=self.timeout,
             params=dict(self.params),
+            record_tokens=self.record_tokens,
         )
 
     def public(self) -> dict[str, Any]:

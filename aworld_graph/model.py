@@ -42,6 +42,7 @@ __all__ = [
     "OpenAIModel",
     "ToolCall",
     "Usage",
+    "recording_tokens",
     "sampling_temperature",
     "sampling_temperature_now",
 ]
@@ -56,6 +57,7 @@ RETRY_BASE_S = 0.5
 _SAMPLING_TEMPERATURE: ContextVar[float | None] = ContextVar(
     "aworld_graph_sampling_temperature", default=None
 )
+_RECORD_TOKENS: ContextVar[bool] = ContextVar("aworld_graph_record_tokens", default=False)
 _RETRIED: ContextVar[list[str] | None] = ContextVar("aworld_graph_retried", default=None)
 """The notes of the model call in progress: what went wrong with each attempt so far."""
 
@@ -70,6 +72,19 @@ def sampling_temperature(value: float | None) -> Iterator[None]:
         yield
     finally:
         _SAMPLING_TEMPERATURE.reset(token)
+
+
+@contextmanager
+def recording_tokens(on: bool = True) -> Iterator[None]:
+    """Within this block, OpenAI-compatible model calls ask for the sampled token ids and
+    their logprobs (``logprobs=true``, and vLLM's ``return_token_ids`` except at
+    api.openai.com, which refuses unknown fields) and return them in
+    :attr:`ModelResponse.tokens`. Set by an agent whose ``AgentConfig.record_tokens`` is on."""
+    token = _RECORD_TOKENS.set(on)
+    try:
+        yield
+    finally:
+        _RECORD_TOKENS.reset(token)
 
 
 def sampling_temperature_now() -> float | None:
@@ -126,6 +141,11 @@ class ModelResponse:
     retried: list[str] = field(default_factory=list)
     """What went wrong with each attempt that was retried before this reply, oldest first
     (``HTTP 502 Bad Gateway``, ``an HTML page: '<html>…'``…); empty when the first answered."""
+    tokens: dict[str, Any] | None = None
+    """Only when tokens were asked for (:func:`recording_tokens`): what the endpoint sampled,
+    ``{"prompt_ids", "completion_ids", "logprobs", "tokenizer"}`` (plus ``mask`` and
+    ``text_span`` from the embedded model), or ``{"available": False, "reason"}`` when it
+    returned no token ids (with its ``logprobs`` where it gave those). Never re-tokenized."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -296,6 +316,11 @@ class OpenAIModel:
         kwargs.update(self.params)
         if (override := _SAMPLING_TEMPERATURE.get()) is not None:
             kwargs["temperature"] = override
+        want_tokens = _RECORD_TOKENS.get()
+        if want_tokens:
+            kwargs["logprobs"] = True
+            if "api.openai.com" not in self._where():
+                kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "return_token_ids": True}
         started = time.perf_counter()
         attempt = 0
         retried: list[str] = []
@@ -320,6 +345,8 @@ class OpenAIModel:
             _RETRIED.reset(notes)
         response.latency_ms = (time.perf_counter() - started) * 1000
         response.retried = retried
+        if want_tokens:
+            response.tokens = take_tokens(response.raw, response.model or self.name, self._where())
         return response
 
     def _where(self) -> str:
@@ -387,14 +414,18 @@ class OpenAIModel:
         finish: str | None = None
         size = 0
         chunks = 0
+        sampled: dict[str, Any] = {}  # token ids and logprobs, as the chunks bring them
         async for chunk in stream:
             chunks += 1
             model = chunk.model or model
             if chunk.usage is not None:
                 usage = _usage(chunk.usage)
+            if (chunk.model_extra or {}).get("prompt_token_ids") is not None:
+                sampled["prompt_token_ids"] = (chunk.model_extra or {})["prompt_token_ids"]
             for choice in chunk.choices:
                 delta = choice.delta
                 finish = choice.finish_reason or finish
+                _gather_sampled(sampled, choice)
                 if delta.content:
                     text.append(delta.content)
                     size += len(delta.content)
@@ -431,6 +462,10 @@ class OpenAIModel:
             "usage": usage.as_dict(),
             "stream": True,
         }
+        if "prompt_token_ids" in sampled:
+            raw["prompt_token_ids"] = sampled.pop("prompt_token_ids")
+        first: dict[str, Any] = raw["choices"][0]  # type: ignore[index]
+        first.update(sampled)
         return ModelResponse(
             content=content,
             tool_calls=tool_calls,
@@ -439,6 +474,62 @@ class OpenAIModel:
             finish_reason=finish,
             raw=raw,
         )
+
+
+def _gather_sampled(into: dict[str, Any], choice: Any) -> None:
+    """Add a stream chunk's token ids, logprobs and the embedded model's token notes."""
+    extra = choice.model_extra or {}
+    if isinstance(extra.get("token_ids"), list):
+        into.setdefault("token_ids", []).extend(extra["token_ids"])
+    if isinstance(extra.get("aworld_tokens"), dict):
+        into["aworld_tokens"] = extra["aworld_tokens"]
+    content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
+    if content:
+        logprobs = into.setdefault("logprobs", {"content": []})
+        logprobs["content"].extend(c.model_dump(mode="json") for c in content)
+
+
+def take_tokens(raw: dict[str, Any], model: str, where: str) -> dict[str, Any]:
+    """The sampled tokens of a reply, taken out of ``raw`` (which keeps the rest): vLLM's
+    ``prompt_token_ids`` and the choice's ``token_ids``, the logprob of each sampled token
+    (OpenAI's ``logprobs.content``) and the embedded model's ``aworld_tokens`` notes (its
+    tokenizer, which tokens it sampled, where the stored text lies in the decoded ids).
+
+    Without token ids the result says so (``available: False`` and why), keeping the
+    logprobs an endpoint gave: nothing is re-tokenized and presented as sampled."""
+    choices = raw.get("choices") or [{}]
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    prompt_ids = raw.pop("prompt_token_ids", None)
+    ids = choice.pop("token_ids", None)
+    notes = choice.pop("aworld_tokens", None) or {}
+    content = (choice.pop("logprobs", None) or {}).get("content") or []
+    logprobs = [float(c.get("logprob", 0.0)) for c in content if isinstance(c, dict)]
+    if not isinstance(prompt_ids, list) or not isinstance(ids, list):
+        told = "logprobs but no token ids" if logprobs else "no token ids"
+        out: dict[str, Any] = {
+            "available": False,
+            "reason": f"the endpoint {where} (model {model!r}) returned {told}; serve the model "
+            "with vLLM (which returns them for return_token_ids) or the embedded model",
+        }
+        if logprobs:
+            out["logprobs"] = logprobs
+        return out
+    if len(logprobs) != len(ids):
+        return {
+            "available": False,
+            "reason": f"the endpoint {where} (model {model!r}) returned {len(ids)} token ids "
+            f"but {len(logprobs)} logprobs; they cannot be paired",
+        }
+    out = {
+        "prompt_ids": [int(t) for t in prompt_ids],
+        "completion_ids": [int(t) for t in ids],
+        "logprobs": [round(x, 6) for x in logprobs],
+        "tokenizer": str(notes.get("tokenizer") or model),
+    }
+    for key in ("mask", "text_span"):
+        if key in notes:
+            out[key] = notes[key]
+    return out
 
 
 async def _note_error_status(response: httpx.Response) -> None:
@@ -504,4 +595,3 @@ def _from_completion(completion: Any) -> ModelResponse:
         finish_reason=choice.finish_reason,
         raw=completion.model_dump(mode="json", exclude_none=True),
     )
-

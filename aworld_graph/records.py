@@ -112,6 +112,12 @@ class TraceRecord(TypedDict, total=False):
     """``llm`` (and an LLM judge's ``critic``): what went wrong with each attempt of the model
     call that was retried before the reply (an HTML page from a proxy, a truncated body, an
     HTTP 5xx…), oldest first; absent when the first attempt answered."""
+    tokens: dict[str, Any]
+    """``llm`` of an agent with ``AgentConfig(record_tokens=True)``: what the model sampled,
+    ``{"prompt_ids", "completion_ids", "logprobs", "tokenizer"}`` (the embedded model adds
+    ``mask``: 1 on the tokens the model sampled or chose, and ``text_span``: where the stored
+    text lies in the decoded completion ids), or ``{"available": False, "reason"}`` when the
+    endpoint returned no token ids. Never re-tokenized text."""
     tool_results: list[ToolResult]
     """``tools``: one per call, in the calls' order."""
     error: str | None

@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from .. import tracing
-from ..model import ChatModel, ModelResponse
+from ..model import ChatModel, ModelResponse, recording_tokens
 from ..records import Message, TraceRecord
 from ..state import SwarmState
 from ._messages import (
@@ -90,15 +90,17 @@ async def llm_step(
         def on_token(text: str) -> None:
             emit({"event": "token", "agent": name, "text": text})
 
-    response: ModelResponse = await tracing.model_call(
-        model,
-        prompt,
-        [s.openai() for s in specs] if offer else None,
-        tool_choice=(choice if choice == "required" else model.profile.tool_choice)
-        if offer
-        else None,
-        on_token=on_token,
-    )
+    record_tokens = tools.agent.conf is not None and tools.agent.conf.record_tokens
+    with recording_tokens(record_tokens):
+        response: ModelResponse = await tracing.model_call(
+            model,
+            prompt,
+            [s.openai() for s in specs] if offer else None,
+            tool_choice=(choice if choice == "required" else model.profile.tool_choice)
+            if offer
+            else None,
+            on_token=on_token,
+        )
     message: Message = {**assistant_message(response), "_agent": name, "_turn": turn}
     record: TraceRecord = {
         "kind": "llm",
@@ -121,6 +123,11 @@ async def llm_step(
     }
     if response.retried:
         record["retried"] = list(response.retried)
+    if record_tokens:
+        record["tokens"] = response.tokens or {
+            "available": False,
+            "reason": f"model {model.name!r} ({type(model).__name__}) returns no token ids",
+        }
     _note_unavailable(tools, state, record)
     emit(
         {

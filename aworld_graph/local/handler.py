@@ -47,7 +47,7 @@ from .template import (
     scaffolding,
 )
 
-__all__ = ["ARGUMENT_TOKENS", "CANCEL", "CHAT_FORMAT", "SmolChatHandler", "register"]
+__all__ = ["ARGUMENT_TOKENS", "CANCEL", "CHAT_FORMAT", "SAMPLED", "SmolChatHandler", "register"]
 
 ARGUMENT_TOKENS = 1024
 """Cap on a tool call's argument tokens when the request sets no ``max_tokens``."""
@@ -56,6 +56,12 @@ CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
     "aworld_graph_generation_cancel", default=None
 )
 """Set by the server per request; when the event is set, generation stops."""
+
+SAMPLED: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "aworld_graph_sampled_tokens", default=None
+)
+"""Set by the server per request: a non-streamed reply's token fields are put there too, as
+llama-cpp-python's response model drops fields it does not know from the reply."""
 
 
 def _tool_name(tool: Mapping[str, Any]) -> str:
@@ -126,6 +132,7 @@ class SmolChatHandler:
         model: str | None = None,
         grammar: Any = None,
         response_format: Mapping[str, Any] | None = None,
+        logprobs: bool | None = None,
         **_: Any,
     ) -> dict[str, Any] | Iterator[dict[str, Any]]:
         if functions and not tools:
@@ -168,6 +175,7 @@ class SmolChatHandler:
             model=model or "",
             grammar=grammar,
             cancel=CANCEL.get(),
+            want_tokens=bool(logprobs),
         )
         return run.chunks() if stream else run.completion()
 
@@ -209,6 +217,7 @@ class _Generation:
         model: str,
         grammar: Any,
         cancel: threading.Event | None,
+        want_tokens: bool = False,
     ) -> None:
         self.llama = llama
         self.tools = tools
@@ -230,6 +239,18 @@ class _Generation:
         self.decision: dict[str, float] = {}
         """log P(opening) of each option the choice compared (for tests and the log)."""
         self._prompt_logprobs: Any = None
+        self.want_tokens = want_tokens
+        """The request asked for logprobs: the reply carries its token ids (vLLM's shape)."""
+        self.opening: list[int] = []
+        """Tokens the handler put after the prompt before generating (``Reply:``, ``Use
+        <tool>: {"arg": "``…)."""
+        self.opening_logprobs: list[float] = []
+        self.opening_chosen = 0
+        """How many leading opening tokens the model chose (the scored call or reply mark,
+        when there was a choice); the rest were written by the handler."""
+        self.produced: list[int] = []
+        """The tokens sampled after the opening."""
+        self.produced_logprobs: list[float] = []
 
     # the choice ---------------------------------------------------------------------------
 
@@ -253,17 +274,21 @@ class _Generation:
         logits = np.ctypeslib.as_array(llama._ctx.get_logits_ith(-1), shape=(n_vocab,))
         return _log_softmax(np.array(logits, dtype=np.float64))
 
-    def _score(self, opening: list[int]) -> float:
-        """log P(opening | prompt), one token at a time."""
-        total = 0.0
+    def _token_logprobs(self, opening: list[int]) -> list[float]:
+        """log P of each token of ``opening`` after the prompt and the tokens before it."""
+        out: list[float] = []
         if self._prompt_logprobs is None:
             self._prompt_logprobs = self._logits_after(self.prompt_tokens)
         logprobs = self._prompt_logprobs
         for i, token in enumerate(opening):
             if i:
                 logprobs = self._logits_after(self.prompt_tokens + opening[:i])
-            total += float(logprobs[token])
-        return total
+            out.append(float(logprobs[token]))
+        return out
+
+    def _score(self, opening: list[int]) -> float:
+        """log P(opening | prompt), one token at a time."""
+        return sum(self._token_logprobs(opening))
 
     def _choose(self) -> str | None:
         """The tool to call, or ``None`` for a text reply."""
@@ -357,6 +382,9 @@ class _Generation:
                     finish = "stop"
                     break
                 produced.append(int(token))
+                if self.want_tokens:  # the logits it was sampled from are the context's last
+                    self.produced.append(int(token))
+                    self.produced_logprobs.append(self._sampled_logprob(int(token)))
                 self.completion_tokens = base + len(produced)
                 raw = llama.detokenize(produced, prev_tokens=tokens)
                 text = raw.decode("utf-8", errors="ignore")
@@ -386,6 +414,12 @@ class _Generation:
         text = llama.detokenize(produced, prev_tokens=tokens).decode("utf-8", errors="replace")
         yield text[sent:], finish
 
+    def _sampled_logprob(self, token: int) -> float:
+        """log P(token) under the model (temperature 1, before any sampler or grammar)."""
+        n_vocab = self.llama.n_vocab()
+        logits = np.ctypeslib.as_array(self.llama._ctx.get_logits_ith(-1), shape=(n_vocab,))
+        return float(_log_softmax(np.array(logits, dtype=np.float64))[token])
+
     def _pieces(self) -> Iterator[tuple[str | None, str, str | None]]:
         """(tool name or None, piece, finish reason) for the whole reply."""
         from llama_cpp.llama_grammar import LlamaGrammar
@@ -399,6 +433,12 @@ class _Generation:
             opening_text = ANSWER_MARK if self.tools else ""
         opening = self._tokens(opening_text) if opening_text else []
         self.completion_tokens = len(opening)
+        if self.want_tokens:
+            self.opening = opening
+            self.opening_logprobs = self._token_logprobs(opening)
+            if self.decision:  # the mark was chosen by the model's scores
+                mark = ANSWER_MARK if tool is None else call_mark(tool)
+                self.opening_chosen = min(len(self._tokens(mark)), len(opening))
         budget = self.max_tokens
         if budget is not None:
             budget = max(1, budget - len(opening))
@@ -459,7 +499,7 @@ class _Generation:
                 ],
             }
             finish = "tool_calls" if finish != "length" else "length"
-        return {
+        reply: dict[str, Any] = {
             "id": self.id,
             "object": "chat.completion",
             "created": self.created,
@@ -473,6 +513,48 @@ class _Generation:
                 }
             ],
             "usage": self._usage(),
+        }
+        if self.want_tokens:
+            sampled = self._sampled(body, tool)
+            reply["prompt_token_ids"] = list(self.prompt_tokens)
+            reply["choices"][0].update(sampled)
+            if (holder := SAMPLED.get()) is not None:
+                holder.update(prompt_token_ids=list(self.prompt_tokens), choice=sampled)
+        return reply
+
+    def _sampled(self, body: str, tool: str | None) -> dict[str, Any]:
+        """A choice's token fields, in vLLM's shape (``token_ids``, ``logprobs.content``),
+        plus ``aworld_tokens``: the tokenizer (the GGUF file), ``mask`` (1 on the tokens the
+        model sampled or chose, 0 on those the handler wrote: a tool's fixed argument
+        opening) and ``text_span``, the characters of the decoded ids that are the stored
+        text (the reply, or the call's arguments), ``None`` if they are not there as is."""
+        llama = self.llama
+        ids = self.opening + self.produced
+        logprobs = self.opening_logprobs + self.produced_logprobs
+        mask = [1 if i < self.opening_chosen else 0 for i in range(len(self.opening))]
+        mask += [1] * len(self.produced)
+        decoded = llama.detokenize(ids).decode("utf-8", errors="replace")
+        mark = (call_mark(tool) if tool is not None else ANSWER_MARK) if self.opening else ""
+        start = decoded.find(body, len(mark)) if body else len(decoded)
+        span = [start, start + len(body)] if start >= 0 else None
+        pieces = [
+            {
+                "token": llama.detokenize([t]).decode("utf-8", errors="replace"),
+                "logprob": lp,
+                "bytes": list(llama.detokenize([t])),
+                "top_logprobs": [],
+            }
+            for t, lp in zip(ids, logprobs, strict=True)
+        ]
+        model_path = str(getattr(llama, "model_path", "") or "")
+        return {
+            "token_ids": ids,
+            "logprobs": {"content": pieces, "refusal": None},
+            "aworld_tokens": {
+                "tokenizer": "gguf:" + model_path.rsplit("/", 1)[-1],
+                "mask": mask,
+                "text_span": span,
+            },
         }
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -491,8 +573,10 @@ class _Generation:
         first = True
         finish: str | None = None
         tool: str | None = None
+        said: list[str] = []
         for tool, piece, finish_piece in self._pieces():
             finish = finish_piece or finish
+            said.append(piece)
             if first:
                 first = False
                 if tool is None:
@@ -515,7 +599,11 @@ class _Generation:
                     )
         if tool is not None:
             finish = "tool_calls" if finish != "length" else "length"
-        yield self._chunk({}, finish or "stop")
+        last = self._chunk({}, finish or "stop")
+        if self.want_tokens:  # all of them with the last chunk, after the text is known
+            last["prompt_token_ids"] = list(self.prompt_tokens)
+            last["choices"][0].update(self._sampled("".join(said), tool))
+        yield last
 
 
 def _opening(tool: str | None) -> str:

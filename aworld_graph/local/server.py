@@ -13,6 +13,11 @@ llama-cpp-python's OpenAI-compatible app (``/v1/chat/completions``, ``/v1/models
 An assistant message whose ``content`` is ``null`` (allowed by the OpenAI API next to
 ``tool_calls``; llama-cpp-python's request model refuses it with a 500) is read as ``""``.
 
+A non-streamed reply asked for with ``logprobs`` keeps the token fields the handler adds
+(vLLM's ``prompt_token_ids`` and the choice's ``token_ids``, ``logprobs`` and
+``aworld_tokens``), which llama-cpp-python's response model would drop: they are merged into
+the JSON body on the way out.
+
 A new request also no longer cuts a streaming one short (llama-cpp-python's
 ``interrupt_requests``, on by default, ends a stream when another request waits); requests
 are served one at a time, in turn.
@@ -30,7 +35,7 @@ import threading
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
-from .handler import CANCEL, CHAT_FORMAT, register
+from .handler import CANCEL, CHAT_FORMAT, SAMPLED, register
 
 __all__ = ["StopOnDisconnect", "build_app", "main"]
 
@@ -84,13 +89,58 @@ class StopOnDisconnect:
                     gone.set()
 
         token = CANCEL.set(cancel)
+        sampled: dict[str, Any] = {}
+        held = SAMPLED.set(sampled)
         watcher = asyncio.ensure_future(watch()) if not gone.is_set() else None
+        start: list[Message] = []
+        parts: list[bytes] = []
+
+        async def send_with_tokens(message: Message) -> None:
+            """Hold a JSON reply back until its end, then add the sampled token fields."""
+            kind = message.get("type")
+            if kind == "http.response.start" and _is_json(message):
+                start.append(message)
+                return
+            if kind == "http.response.body" and start:
+                parts.append(message.get("body", b""))
+                if message.get("more_body"):
+                    return
+                data = _with_tokens(b"".join(parts), sampled)
+                head = dict(start[0])
+                head["headers"] = [
+                    (k, str(len(data)).encode() if k.lower() == b"content-length" else v)
+                    for k, v in head.get("headers", [])
+                ]
+                await send(head)
+                await send({"type": "http.response.body", "body": data})
+                return
+            await send(message)
+
         try:
-            await self.app(scope, replay, send)
+            await self.app(scope, replay, send_with_tokens)
         finally:
+            SAMPLED.reset(held)
             CANCEL.reset(token)
             if watcher is not None:
                 watcher.cancel()
+
+
+def _is_json(start: Message) -> bool:
+    headers = dict(start.get("headers", []))
+    return bytes(headers.get(b"content-type", b"")).startswith(b"application/json")
+
+
+def _with_tokens(data: bytes, sampled: dict[str, Any]) -> bytes:
+    """A chat completion body with the handler's token fields merged in (as it was if none)."""
+    if not sampled:
+        return data
+    try:
+        reply = json.loads(data)
+        reply["prompt_token_ids"] = sampled["prompt_token_ids"]
+        reply["choices"][0].update(sampled["choice"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return data
+    return json.dumps(reply).encode("utf-8")
 
 
 def _null_content_as_text(scope: Scope, body: list[Message]) -> list[Message]:

@@ -1,0 +1,136 @@
+"""Running a dataset row as one training episode: the row's prompt through the agent or swarm,
+the reward function on the answer, the run flattened to token sequences.
+
+Every adapter (:mod:`.trl`, :mod:`.areal`, :mod:`.slime`, :class:`.AgentTrainer`) goes
+through :func:`run_episode`. A row without the field the workflow needs, or a reward
+function that raises, gives an :class:`Episode` with ``error`` naming the row and the
+field: the batch goes on and the row counts as failed. A run that did not finish gives
+no sequences (:mod:`.sequences`): it is never replaced by text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..agent import Agent
+from ..config import AgentConfig
+from ..rewards import score_response
+from ..runner import Runners
+from ..task import TaskResponse
+from .sequences import TrainingSequence, UntrainableRun, flatten
+
+__all__ = ["Episode", "RowError", "prompt_text", "recording", "run_episode"]
+
+ANSWER_FIELDS = ("expected", "answer", "ground_truth", "solution")
+"""Where a row's expected answer may be (the first present wins)."""
+
+
+class RowError(ValueError):
+    """A dataset row the workflow cannot run or score (names the row and the field)."""
+
+
+@dataclass(kw_only=True)
+class Episode:
+    """One row's run: its reward and token sequences, or why it failed."""
+
+    index: int
+    """The row's position in its batch."""
+    response: TaskResponse | None = None
+    reward: float = 0.0
+    sequences: list[TrainingSequence] = field(default_factory=list)
+    """The run's sequences (one per LLM call); empty when it failed."""
+    error: str | None = None
+    """Why the row gives no training data (a bad row, a raising reward function, a run that
+    did not finish, a call without token ids); ``None`` when it does."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.sequences)
+
+    @property
+    def last(self) -> TrainingSequence:
+        """The sequence of the call that produced the answer."""
+        return self.sequences[-1]
+
+
+def prompt_text(row: Any, index: int) -> str:
+    """The task input of a dataset row: ``prompt`` (text, or chat messages whose last user
+    message is taken), else ``input`` or ``question``."""
+    if isinstance(row, str):
+        return row
+    if not isinstance(row, Mapping):
+        raise RowError(f"row {index} is a {type(row).__name__}; give a dict with a 'prompt'")
+    for key in ("prompt", "input", "question"):
+        value = row.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+        if isinstance(value, list):
+            users = [m for m in value if isinstance(m, Mapping) and m.get("role") == "user"]
+            if users and isinstance(users[-1].get("content"), str):
+                return str(users[-1]["content"])
+            raise RowError(
+                f"row {index}: field {key!r} holds no user message with text content; give "
+                "[{'role': 'user', 'content': '...'}] or a string"
+            )
+    raise RowError(
+        f"row {index} has no 'prompt' field (nor 'input' or 'question'); its fields are "
+        f"{sorted(row)}; add the task's text as 'prompt'"
+    )
+
+
+def recording(agent: Agent) -> Agent:
+    """``agent`` with ``AgentConfig(record_tokens=True)`` (a copy; the original is left as is)."""
+    conf = agent.conf or AgentConfig()
+    if conf.record_tokens:
+        return agent
+    return dataclasses.replace(agent, conf=dataclasses.replace(conf, record_tokens=True))
+
+
+async def run_episode(
+    row: Any,
+    index: int,
+    *,
+    agent: Agent | None = None,
+    swarm: Any = None,
+    reward_func: Callable[..., Any] | None = None,
+    thread_prefix: str = "train",
+) -> Episode:
+    """Run one row and score it (see the module docstring)."""
+    episode = Episode(index=index)
+    try:
+        text = prompt_text(row, index)
+    except RowError as exc:
+        episode.error = str(exc)
+        return episode
+    expected = None
+    if isinstance(row, Mapping):
+        expected = next((row[k] for k in ANSWER_FIELDS if k in row), None)
+    if reward_func is not None and expected is None:
+        episode.error = (
+            f"row {index} has no expected answer for the reward function: none of the fields "
+            f"{list(ANSWER_FIELDS)}; add 'expected'"
+        )
+        return episode
+    thread = f"{thread_prefix}-{index}-{uuid.uuid4().hex[:8]}"
+    response = await Runners.run(
+        text, recording(agent) if agent is not None else None, swarm, task_id=thread
+    )
+    episode.response = response
+    if reward_func is not None:
+        try:
+            episode.reward = score_response(response, expected, reward_func).score
+        except Exception as exc:  # a user's reward function: any failure fails this row only
+            episode.error = (
+                f"row {index}: the reward function {getattr(reward_func, '__name__', reward_func)}"
+                f" raised {type(exc).__name__}: {exc} (field 'expected' = {expected!r})"
+            )
+            return episode
+    try:
+        episode.sequences = flatten(response, reward=episode.reward)
+    except UntrainableRun as exc:
+        episode.error = f"row {index}: {exc}"
+    return episode
