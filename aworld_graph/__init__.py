@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "ModelRetry": "errors",
     "Node": "swarm.nodes",
     "OpenAIModel": "model",
+    "RemoteAgent": "swarm.remote",
     "RunConfig": "config",
     "Runners": "runner",
     "RuntimeFailure": "errors",
@@ -68,6 +69,7 @@ __all__ = [
     "ModelRetry",
     "Node",
     "OpenAIModel",
+    "RemoteAgent",
     "RunConfig",
     "Runners",
     "RuntimeFailure",
@@ -129,5 +131,6 @@ if TYPE_CHECKING:
         edge,
     )
     from .swarm.nodes import Critic, Human, Node
+    from .swarm.remote import RemoteAgent
     from .task import Task, TaskResponse
     from .tools import Tool, tool

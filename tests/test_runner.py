@@ -208,6 +208,7 @@ def test_public_surface_is_pinned() -> None:
             "ModelRetry",
             "Node",
             "OpenAIModel",
+            "RemoteAgent",
             "RunConfig",
             "Runners",
             "RuntimeFailure",
