@@ -20,6 +20,7 @@ from starlette.responses import Response, StreamingResponse
 
 from ._input import RunCreate, query_count, validate
 from ._runs import STREAM_MODES, Run, event_name, run_json
+from ._webhooks import check_webhook
 from ._wire import ApiError, clean, input_text, sse
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ _UNSERVED = {
     "interrupt_after": "put a human step (Human) in the workflow where a run should wait",
     "checkpoint": f"to run from an earlier checkpoint, {_FORK} with input null",
     "checkpoint_id": f"to run from an earlier checkpoint, {_FORK} with input null",
-    "webhook": "join the run instead (GET /threads/THREAD/runs/RUN/join)",
     "after_seconds": "create the run when it should start",
     "context": "put the values into the state's context (input or POST /threads/THREAD/state)",
 }
@@ -105,6 +105,7 @@ class RunRoutes:
         body = await self.app.body(request)
         validate(RunCreate, body)
         _unserved(body)
+        check_webhook(body.get("webhook"))
         if thread_id is None:
             thread_id = body.get("thread_id")
         assistant = self.app.assistants.get(str(body.get("assistant_id") or ""))
@@ -156,7 +157,9 @@ class RunRoutes:
             resume=command.get("resume"),
             multitask_strategy=strategy,
             metadata=dict(metadata),
-            kwargs={k: body.get(k) for k in ("input", "command", "stream_mode", "config")},
+            kwargs={
+                k: body.get(k) for k in ("input", "command", "stream_mode", "config", "webhook")
+            },
             check=later if busy else None,
             new_thread=new,
             modes=body["stream_mode"] if streamed else None,

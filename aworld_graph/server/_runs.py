@@ -47,6 +47,7 @@ from ..run import CriticScore, GraphRun, RunEvent, StepEvent, built, pending_nod
 from ..task import Task
 from ._assistants import Assistant
 from ._run_table import RunTable
+from ._webhooks import Webhooks
 from ._wire import ApiError, clean, input_text, now
 
 __all__ = [
@@ -338,6 +339,8 @@ class RunManager:
         """The last :data:`KEEP_FINISHED` runs that ended, oldest first, with their feeds."""
         self.active: dict[str, list[Run]] = {}
         """Pending and running runs per thread, in the order they run."""
+        self.webhooks = Webhooks()
+        """Sends each run's webhook, if it named one, as it ends."""
 
     @property
     def held(self) -> int:
@@ -570,6 +573,7 @@ class RunManager:
                     log.exception("run %s: deleting its thread failed", run.run_id)
             run.done.set()
             run.notify()
+            self.webhooks.ended(run)
 
     async def _drop_pending(self, run: Run) -> None:
         """Clear the tasks a superseded run left pending (LangGraph's ``update_state`` with
@@ -635,3 +639,4 @@ class RunManager:
             await self.cancel(run)
         for run in live:
             await run.done.wait()
+        await self.webhooks.close()

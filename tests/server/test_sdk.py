@@ -249,7 +249,6 @@ async def test_run_options_not_served_are_refused_not_ignored(sdk: Any) -> None:
     thread = (await sdk.threads.create())["thread_id"]
     refusals = {
         "interrupt_before": (["counter"], "put a human step"),
-        "webhook": ("http://127.0.0.1:9/done", "join the run"),
         "checkpoint_id": ("1f0-abc", "fork from it first"),
         "on_completion": ("delete", "DELETE /threads/THREAD"),
     }
