@@ -199,6 +199,62 @@ async def test_a_failed_remote_task_is_a_tool_error(
     assert "ended: out of ideas" in str(response.msg)
 
 
+_CARD = """\
+name: relay
+nodes:
+  - kind: remote
+    name: echo
+    url: ${ECHO_URL}
+    api_key_env: ECHO_KEY
+    timeout: 30
+    description: the echo agent
+"""
+
+
+async def test_a_yaml_workflow_card_runs_a_remote_node_and_writes_back(
+    a2a_agent: tuple[Echo, str],
+    saver: TrajectorySaver,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from aworld_graph import load_workflow
+    from aworld_graph.spec.writer import card_to_dict
+
+    agent, url = a2a_agent
+    monkeypatch.setenv("ECHO_URL", url)
+    monkeypatch.setenv("ECHO_KEY", "sk-remote-secret-1")
+    (tmp_path / "relay.yaml").write_text(_CARD)
+    swarm = load_workflow(tmp_path / "relay.yaml")
+    remote = swarm.nodes["echo"]
+    assert isinstance(remote, RemoteAgent) and remote.protocol == "a2a" and remote.timeout == 30
+    response = await Runners.run("via yaml", swarm=swarm, checkpointer=saver)
+    assert response.answer == "remote heard: via yaml"
+    assert card_to_dict(remote) == {
+        "kind": "remote",
+        "name": "echo",
+        "version": 1,
+        "description": "the echo agent",
+        "url": url,
+        "protocol": "a2a",
+        "timeout": 30.0,
+        "api_key_env": "ECHO_KEY",
+    }
+    stored = (tmp_path / "runs.db").read_bytes() if (tmp_path / "runs.db").exists() else b""
+    assert b"sk-remote-secret-1" not in stored  # the key is read at call time, never kept
+
+
+def test_a_bad_remote_card_names_the_field(tmp_path: Path) -> None:
+    from aworld_graph import load_workflow
+    from aworld_graph.errors import DefinitionError
+
+    (tmp_path / "bad.yaml").write_text(
+        "name: bad\nnodes:\n  - {kind: remote, name: r, url: 'ftp://x', timeout: 0}\n"
+    )
+    with pytest.raises(DefinitionError) as caught:
+        load_workflow(tmp_path / "bad.yaml")
+    assert "url" in str(caught.value) and "timeout" in str(caught.value)
+
+
 def test_bad_definitions_say_what_to_fix() -> None:
     from aworld_graph.errors import DefinitionError
 

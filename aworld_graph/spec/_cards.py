@@ -13,9 +13,10 @@ from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import ConfigError, DefinitionError
 from ..swarm.nodes import Critic, Human, Node
+from ..swarm.remote import RemoteAgent
 from ._problems import Problem, did_you_mean
 from ._registry import BUILTIN_SCORERS, BUILTIN_TOOLS, ImportProblem, Unchecked, import_ref
-from .models import AgentCard, CriticCard, FunctionCard, HumanCard, ModelSettings
+from .models import AgentCard, CriticCard, FunctionCard, HumanCard, ModelSettings, RemoteCard
 from .source import Path_, Source, YamlTooBig, display_path, parse_yaml
 
 __all__ = ["Context", "build_card", "card_dirs", "find_card", "is_path", "merge_settings"]
@@ -259,6 +260,13 @@ def build_card(card: Any, source: Source, path: Path_, ctx: Context) -> Any:
             if fn is None:
                 return None
             node = Node(name=card.name, fn=fn, description=card.description)
+        elif isinstance(card, RemoteCard):
+            fields = ("url", "assistant_id", "protocol", "api_key_env", "timeout")
+            node = RemoteAgent(
+                name=card.name,
+                description=card.description,
+                **{f: getattr(card, f) for f in fields},
+            )
         else:  # pragma: no cover - the models allow nothing else
             raise AssertionError(card)
     except DefinitionError as exc:

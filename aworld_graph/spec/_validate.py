@@ -129,12 +129,12 @@ def _explain(
         return source.problem(
             where,
             "the card has no `kind`",
-            "add `kind: agent` (or critic, human, function) at the top",
+            "add `kind: agent` (or critic, human, function, remote) at the top",
         )
     if kind in ("step", "node_entry") and isinstance(value, dict):
         known = ["parallel", "serial"] if kind == "step" else ["card", "workflow", "kind"]
         if kind == "node_entry" and "kind" in value:
-            kinds = ["agent", "critic", "human", "function", "workflow"]
+            kinds = ["agent", "critic", "human", "function", "remote", "workflow"]
             return source.problem(
                 where + ("kind",),
                 f"kind {value['kind']!r} is unknown{did_you_mean(str(value['kind']), kinds)}",
@@ -159,7 +159,7 @@ def _explain(
             where,
             f"{_show(value)} is not a node",
             "write a card name, {card: PATH}, {workflow: PATH} or an inline "
-            "definition with kind: agent | critic | human | function | workflow",
+            "definition with kind: agent | critic | human | function | remote | workflow",
         )
     if kind in _TYPE_WORDS:
         words = sorted(

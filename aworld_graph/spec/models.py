@@ -26,6 +26,7 @@ __all__ = [
     "NodeCard",
     "NodeEntry",
     "Parallel",
+    "RemoteCard",
     "Serial",
     "Step",
     "WorkflowHeader",
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 BUILD_TYPES = ("workflow", "handoff", "team", "hybrid")
-CARD_KINDS = ("agent", "critic", "human", "function")
+CARD_KINDS = ("agent", "critic", "human", "function", "remote")
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
@@ -172,7 +173,28 @@ class FunctionCard(_CardBase):
     """Import path ``package.module:function`` (this runs your code, like any plugin)."""
 
 
-NodeCard = Annotated[AgentCard | CriticCard | HumanCard | FunctionCard, Field(discriminator="kind")]
+class RemoteCard(_CardBase):
+    """An agent served elsewhere: an A2A agent, or an assistant of a LangGraph-API server
+    (``aworld-graph serve``, LangGraph Platform); it is sent the latest message."""
+
+    kind: Literal["remote"]
+    """Always ``remote``."""
+    url: str = Field(pattern=r"^https?://")
+    """Where it is served, e.g. ``http://127.0.0.1:2024`` (``${VAR}`` is read from the
+    environment)."""
+    assistant_id: str | None = None
+    """The assistant to run on a LangGraph-API server; omitted: an A2A agent."""
+    protocol: Literal["a2a", "langgraph"] | None = None
+    """``a2a`` or ``langgraph``; by default ``langgraph`` when ``assistant_id`` is given."""
+    api_key_env: str | None = Field(default=None, pattern=ENV_NAME)
+    """The environment variable holding the remote's API key (never the key itself)."""
+    timeout: float = Field(default=300.0, gt=0)
+    """Seconds to wait for the answer before the call is a tool error."""
+
+
+NodeCard = Annotated[
+    AgentCard | CriticCard | HumanCard | FunctionCard | RemoteCard, Field(discriminator="kind")
+]
 """What a ``nodes/*.yaml`` file holds."""
 
 
@@ -320,12 +342,13 @@ NodeEntry = Annotated[
     | Annotated[CriticCard, Tag("critic")]
     | Annotated[HumanCard, Tag("human")]
     | Annotated[FunctionCard, Tag("function")]
+    | Annotated[RemoteCard, Tag("remote")]
     | Annotated[InlineWorkflow, Tag("workflow")],
     Discriminator(
         node_entry_tag,
         custom_error_type="node_entry",
         custom_error_message="a node is a card name, {card: ...}, {workflow: FILE} or an inline "
-        "definition with kind: agent | critic | human | function | workflow",
+        "definition with kind: agent | critic | human | function | remote | workflow",
     ),
 ]
 """One ``nodes`` entry: a card reference or an inline definition."""

@@ -22,6 +22,7 @@ from ..config import AgentConfig
 from ..errors import DefinitionError
 from ..swarm import GraphBuildType, Swarm
 from ..swarm.nodes import Critic, Human, Node
+from ..swarm.remote import RemoteAgent
 from ._registry import BUILTIN_SCORERS, BUILTIN_TOOLS, ref_of
 
 __all__ = ["card_to_dict", "dump_workflow", "swarm_to_dict", "swarm_to_yaml"]
@@ -128,7 +129,8 @@ def card_to_dict(
 ) -> dict[str, Any]:
     """A node card for ``node``; ``meta`` holds its version fields (``swarm.info["cards"]``)."""
     meta = meta or {}
-    kind = {Agent: "agent", Critic: "critic", Human: "human", Node: "function"}.get(type(node))
+    kinds = {Agent: "agent", Critic: "critic", Human: "human", Node: "function"}
+    kind = kinds.get(type(node)) or ("remote" if isinstance(node, RemoteAgent) else None)
     if kind is None:
         raise DefinitionError(f"{node!r} cannot be written as a node card")
     data: dict[str, Any] = {
@@ -178,6 +180,10 @@ def card_to_dict(
     elif isinstance(node, Human):
         if node.prompt != _DEFAULT_HUMAN_PROMPT:
             data["prompt"] = node.prompt
+    elif isinstance(node, RemoteAgent):
+        remote = node.card()
+        data |= {k: remote[k] for k in ("url", "protocol", "timeout")}
+        data |= {k: remote[k] for k in ("assistant_id", "api_key_env") if remote[k]}
     else:
         data["function"] = ref_of(node.fn, {}, "function", owner)
     return data
