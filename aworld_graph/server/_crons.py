@@ -233,7 +233,10 @@ class CronScheduler:
             if _due(cron, at):
                 following = next_time(cron["schedule"], at, cron["timezone"])
                 await self.table.move(cron["cron_id"], following.isoformat())
-                await self._fire(cron)
+                try:
+                    await self._fire(cron)
+                except Exception:  # this cron's run failed to start; the others still fire
+                    log.exception("cron %s: asking for its run failed", cron["cron_id"])
                 cron["next_run_date"] = following.isoformat()
             if cron["enabled"] and cron["next_run_date"]:
                 when = datetime.fromisoformat(cron["next_run_date"])

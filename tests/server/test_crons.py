@@ -204,3 +204,22 @@ def test_unknown_assistant_thread_or_cron_is_a_404_and_an_empty_patch_a_400(
         cron = http.post("/runs/crons", json=body).json()
         assert http.patch(f"/runs/crons/{cron['cron_id']}", json={}).status_code == 400
         assert http.patch("/runs/crons/missing", json={"enabled": False}).status_code == 404
+
+
+async def test_with_an_api_key_a_cron_fires_and_its_routes_need_the_key(
+    serve: Callable[..., LiveServer],
+) -> None:
+    server = serve(api_key="cron-test-key")
+    clock = Clock()
+    server.app.state.server.crons.clock = clock
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        refused = await http.post("/runs/crons/search", json={})
+        assert refused.status_code == 401
+    client = get_client(url=server.url, api_key="cron-test-key")
+    thread = (await client.threads.create())["thread_id"]
+    await client.crons.create_for_thread(thread, "counter", schedule="0 9 * * *", input=USER)
+    clock.now = START + timedelta(hours=2)
+    server.app.state.server.crons.wake()
+    runs = await _until(lambda: client.runs.list(thread, status="success"))
+    assert len(runs) == 1  # the server's own request for the run carried the key
+    await client.aclose()

@@ -5,6 +5,7 @@ is a 422 naming it."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -70,3 +71,22 @@ def test_a_webhook_that_is_not_an_http_url_is_a_422(server: LiveServer, url: str
         assert answer.status_code == 422, answer.text
         assert "webhook" in answer.json()["message"]
         assert http.get(f"/threads/{thread}/runs").json() == []  # nothing was stored
+
+
+async def test_a_cron_s_run_posts_to_the_cron_s_webhook(server: LiveServer) -> None:
+    receiver = Receiver()
+    scheduler = server.app.state.server.crons
+    start = datetime(2030, 1, 1, 8, 0, tzinfo=UTC)
+    scheduler.clock = lambda: start
+    with LiveServer(receiver.app) as hooked:
+        client = get_client(url=server.url, api_key=None)
+        thread = (await client.threads.create())["thread_id"]
+        cron = await client.crons.create_for_thread(
+            thread, "counter", schedule="0 9 * * *", input=USER, webhook=f"{hooked.url}/hook"
+        )
+        scheduler.clock = lambda: start + timedelta(hours=2)
+        scheduler.wake()
+        got = await receiver.first()
+        await client.aclose()
+    assert got["thread_id"] == thread and got["status"] == "success"
+    assert got["kwargs"]["config"]["configurable"]["cron_id"] == cron["cron_id"]
