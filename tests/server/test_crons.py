@@ -1,6 +1,6 @@
 """Crons with the real ``langgraph-sdk`` client: a cron fires a run when it comes due, is
 searched, counted, changed and deleted, and survives a server restart (a new server on the
-same store fires it). The scheduler's clock is the test's (``server.crons.clock``), moved past
+same store fires it; SQLite and PostgreSQL). The scheduler's clock is the test's (``server.crons.clock``), moved past
 a cron's time, so nothing waits on the wall clock."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from aworld_graph.checkpoint import TrajectorySaver
+from aworld_graph.checkpoint import TrajectorySaver, open_store
 from aworld_graph.server import create_app
 from tests.server.conftest import LiveServer, assistants
 
@@ -49,12 +49,15 @@ async def _until(probe: Callable[[], Any]) -> Any:
     raise AssertionError("nothing came")
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 async def test_a_thread_cron_fires_a_run_when_due_and_again_after_a_restart(
-    tmp_path: Path,
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str
 ) -> None:
-    path = tmp_path / "server.db"
+    where = (
+        str(tmp_path / "server.db") if backend == "sqlite" else request.getfixturevalue("pg_url")
+    )
     clock = Clock()
-    saver = TrajectorySaver(path)
+    saver = open_store(where)
     try:
         with _server(saver, clock) as server:
             client = get_client(url=server.url, api_key=None)
@@ -81,7 +84,7 @@ async def test_a_thread_cron_fires_a_run_when_due_and_again_after_a_restart(
         saver.close()
 
     clock.now = START + timedelta(days=1, hours=2)  # the next time passed while no server ran
-    reopened = TrajectorySaver(path)
+    reopened = open_store(where)  # as a new server process opens it
     try:
         with _server(reopened, clock) as server:
             client = get_client(url=server.url, api_key=None)
