@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
@@ -22,7 +22,8 @@ from ..run import built
 from ..runner import Runners
 from ..trajectory import run_status
 from ._assistants import Assistant, Assistants
-from ._runs import RunManager
+from ._runs import RunManager, stamp
+from ._thread_table import ThreadTable
 from ._wire import ApiError, checkpoint_ref, clean, snapshot_json, to_messages
 
 __all__ = ["Threads"]
@@ -52,6 +53,8 @@ class Threads:
         self.saver = saver
         self.assistants = assistants
         self.runs = runs
+        self.metadata = ThreadTable(saver)
+        """The metadata set on threads that have runs (laid over their checkpoints')."""
 
     # -- lookup ----------------------------------------------------------------------------
 
@@ -128,14 +131,16 @@ class Threads:
         running = self.runs.busy(thread_id)
         if latest is None and not running:
             raise self.not_found(thread_id)
+        patched = await asyncio.to_thread(self.metadata.get, thread_id)
         if latest is None or is_record(latest):  # no run stored yet
-            stamp = latest.checkpoint["ts"] if latest is not None else running[0].created_at
+            at = latest.checkpoint["ts"] if latest is not None else running[0].created_at
             metadata = {} if latest is None else latest.metadata or {}
+            kept = {k: v for k, v in metadata.items() if k not in _STORED_ONLY}
             return {
                 "thread_id": thread_id,
-                "created_at": summary.first_at if summary else stamp,
-                "updated_at": stamp,
-                "metadata": clean({k: v for k, v in metadata.items() if k not in _STORED_ONLY}),
+                "created_at": summary.first_at if summary else at,
+                "updated_at": at,
+                "metadata": clean(kept | patched),
                 "status": "busy" if running else "idle",
                 "values": {},
                 "interrupts": {},
@@ -144,6 +149,7 @@ class Threads:
         assistant = self.assistants.of_metadata(latest.metadata or {})
         if assistant is not None:
             metadata |= {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
+        metadata |= patched
         state = None
         if assistant is not None:
             compiled = built(assistant.source).compile(self.saver)
@@ -166,12 +172,12 @@ class Threads:
             status = "busy"
         else:  # "interrupted" also for a run stopped (killed, cancelled) mid-run
             status = _THREAD_STATUS.get(run, "idle")
-        stamp = latest.checkpoint.get("ts")
-        first = summary.first_at if summary else stamp
+        at = latest.checkpoint.get("ts")
+        first = summary.first_at if summary else at
         return {
             "thread_id": thread_id,
             "created_at": first,
-            "updated_at": summary.last_at if summary else stamp,
+            "updated_at": summary.last_at if summary else at,
             "metadata": clean(metadata),
             "status": status,
             "values": clean(values or {}),
@@ -205,21 +211,22 @@ class Threads:
         return out[offset:]
 
     async def patch(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge ``metadata`` into a thread that has no run yet (a stored run's metadata is
-        part of its checkpoints and stays as it was written): a new thread record."""
+        """Merge ``metadata`` into a thread's, as LangGraph's ``PATCH /threads/{id}`` does: on
+        a thread with no run yet, a new thread record (its runs carry it on); on one that has
+        runs, the ``thread_metadata`` table (its checkpoints stay as they were written)."""
         latest = await self._latest(thread_id)
         if latest is None:
-            raise self.not_found(thread_id)
-        if not is_record(latest):
-            raise ApiError(
-                409,
-                "thread_has_runs",
-                f"thread {thread_id} has stored runs, whose metadata is kept as written",
+            if not self.runs.busy(thread_id):
+                raise self.not_found(thread_id)
+        given = dict(body.get("metadata") or {})
+        if latest is not None and is_record(latest):
+            metadata = {**(latest.metadata or {}), **given}
+            await self._record(
+                thread_id, metadata, after=latest.config["configurable"]["checkpoint_id"]
             )
-        metadata = {**(latest.metadata or {}), **dict(body.get("metadata") or {})}
-        await self._record(
-            thread_id, metadata, after=latest.config["configurable"]["checkpoint_id"]
-        )
+        else:
+            merged = await asyncio.to_thread(self.metadata.get, thread_id) | given
+            await self.metadata.put(thread_id, merged)
         return await self.get(thread_id)
 
     def _idle(self, thread_id: str, what: str) -> None:
@@ -238,6 +245,7 @@ class Threads:
             raise self.not_found(thread_id)
         await asyncio.to_thread(self.saver.delete_thread, thread_id)
         await self.runs.forget(thread_id=thread_id)
+        await self.metadata.delete(thread_id)
 
     async def copy(self, thread_id: str) -> dict[str, Any]:
         """A new thread with the whole history of ``thread_id`` (a fork to go on from)."""
@@ -249,6 +257,9 @@ class Threads:
             raise self.not_found(thread_id)
         new = str(uuid.uuid4())
         await asyncio.to_thread(self.saver.copy_thread, thread_id, new)
+        patched = await asyncio.to_thread(self.metadata.get, thread_id)
+        if patched:
+            await self.metadata.put(new, patched)
         return await self.get(new)
 
     # -- state -----------------------------------------------------------------------------
@@ -309,7 +320,10 @@ class Threads:
         try:
             if body.get("as_node"):
                 base = await compiled.aget_state(_config(thread_id, checkpoint_id))
-                config = await compiled.aupdate_state(base.config, values, as_node=body["as_node"])
+                # the edit keeps the thread's metadata and its assistant, as a run's steps do
+                kept = {k: v for k, v in (base.metadata or {}).items() if k not in _STORED_ONLY}
+                edit = cast(RunnableConfig, {**base.config, "metadata": kept | stamp(assistant)})
+                config = await compiled.aupdate_state(edit, values, as_node=body["as_node"])
             else:
                 await Runners.fork(
                     thread_id,

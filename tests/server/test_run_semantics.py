@@ -8,11 +8,13 @@ Where a test compares with LangGraph's own server, the comment says what ``langg
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from langgraph_sdk import get_client
+from langgraph.pregel.remote import RemoteGraph
+from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
 from tests.server import apps
@@ -109,3 +111,62 @@ async def test_rollback_deletes_the_old_run_and_its_checkpoints(sdk: Any) -> Non
     assert [r["run_id"] for r in await sdk.runs.list(thread)] == [new["run_id"]]
     history = await sdk.threads.get_history(thread, limit=50)
     assert {h["metadata"].get("run_id") for h in history} == {new["run_id"]}
+
+
+# -- state edits as a node, thread metadata ------------------------------------------------
+
+
+async def test_update_state_as_a_node_leaves_the_thread_usable(sdk: Any) -> None:
+    """LangGraph's pattern for answering a human step without ``Command``: write the node's
+    output with ``update_state(..., as_node=NODE)``, then continue with input ``None``."""
+    thread = (await sdk.threads.create(metadata={"user": "ada"}))["thread_id"]
+    await sdk.runs.wait(thread, "approval", input={"input": "plan the offsite"})
+    edited = await sdk.threads.update_state(
+        thread, {"context": {"approval": "approve"}}, as_node="approval"
+    )
+    state = await sdk.threads.get_state(thread)
+    assert state["checkpoint"]["checkpoint_id"] == edited["checkpoint"]["checkpoint_id"]
+    assert state["next"] == ["publisher"] and state["metadata"]["assistant_id"] == "approval"
+    assert (await sdk.threads.get(thread))["metadata"]["user"] == "ada"
+    assert len(await sdk.threads.get_history(thread, limit=50)) >= 3
+    done = await sdk.runs.wait(thread, "approval", input=None)
+    assert done["answer"] == "published the plan"
+
+
+def test_remote_graph_update_state_as_a_node(server: LiveServer) -> None:
+    sync_client = get_sync_client(url=server.url, api_key=None)
+    try:
+        graph = RemoteGraph("approval", sync_client=sync_client)
+        config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
+        graph.invoke({"input": "plan the offsite"}, config)
+        graph.update_state(config, {"context": {"approval": "make it shorter"}}, as_node="approval")
+        assert graph.get_state(config).next == ("reviser",)
+        assert graph.invoke(None, config)["answer"] == "revised the plan"
+    finally:
+        sync_client.close()
+
+
+async def test_thread_metadata_set_after_a_run_is_kept_across_a_restart(
+    serve: Callable[..., LiveServer],
+) -> None:
+    """langgraph-api ``PATCH /threads/{id}`` merges ``metadata`` into the thread's, whatever
+    it has run; ``threads.search(metadata=...)`` then finds it."""
+    first = serve()
+    async with get_client(url=first.url, api_key=None) as sdk:
+        thread = (await sdk.threads.create(metadata={"user": "ada"}))["thread_id"]
+        await sdk.runs.wait(thread, "counter", input=USER)
+        patched = await sdk.threads.update(thread, metadata={"topic": "words"})
+        assert patched["metadata"]["topic"] == "words" and patched["metadata"]["user"] == "ada"
+        await sdk.threads.update(thread, metadata={"topic": "counting", "n": 2})
+    first.__exit__(None, None, None)
+    second = serve()
+    async with get_client(url=second.url, api_key=None) as sdk:
+        got = await sdk.threads.get(thread)
+        assert {"user": "ada", "topic": "counting", "n": 2}.items() <= got["metadata"].items()
+        found = await sdk.threads.search(metadata={"topic": "counting"})
+        assert [t["thread_id"] for t in found] == [thread]
+        copy = await sdk.threads.copy(thread)
+        assert copy["metadata"]["topic"] == "counting"
+        await sdk.threads.delete(thread)
+        found = await sdk.threads.search(metadata={"topic": "counting"})
+        assert [t["thread_id"] for t in found] == [copy["thread_id"]]
