@@ -7,7 +7,8 @@ an ordinary thread of the LangGraph API. A call answers with structured content 
 thread; a run that stops at a human step answers ``status: "needs_input"`` with its prompt,
 and a second call with that ``thread_id`` and ``resume`` (the person's answer) resumes it from
 the checkpoint. A call with only ``thread_id`` continues a run that stopped mid-way (a server
-killed under it). Bad arguments are a JSON-RPC ``invalid params`` error naming the argument.
+killed under it); a caller that names its own new ``thread_id`` with ``input`` can so continue
+a call that was cut off before it answered. Bad arguments are a JSON-RPC ``invalid params`` error naming the argument.
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ def _input_schema(assistant: Assistant) -> dict[str, Any]:
             "thread_id": {
                 "type": "string",
                 "description": "A thread an earlier call answered with: with resume, answers "
-                "its human step; alone, continues a run that stopped mid-way.",
+                "its human step; alone, continues a run that stopped mid-way; with input, its "
+                "next turn. With input and an id not used yet, the new run's thread (so a "
+                "call cut off before it answers can be continued by that id).",
             },
             "resume": {
                 "description": "The answer to the human step the thread waits on (needs thread_id)."
@@ -208,12 +211,13 @@ class McpTools:
         wait for it, and say how it ended."""
         has_resume = resume is not _NONE
         resume = resume if has_resume else None
-        new = thread_id is None
         thread = thread_id or str(uuid.uuid4())
+        exists = thread_id is not None and await self.app.threads.exists(thread)
+        if thread_id is not None and not exists and (text is None or has_resume):
+            raise self.app.threads.not_found(thread)
+        new = not exists  # a new thread: the caller's id, if it named one
         if not new:
             owner = await self.app.threads.assistant_of(thread)
-            if not await self.app.threads.exists(thread):
-                raise self.app.threads.not_found(thread)
             if owner is not None and owner.graph_id != assistant.graph_id:
                 raise ApiError(
                     409,

@@ -4,14 +4,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import venv
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx2
@@ -123,6 +126,70 @@ def test_without_the_key_mcp_is_401_and_says_nothing_of_the_tools(
     for method in ("GET", "DELETE"):
         assert httpx.request(method, f"{server.url}/mcp").status_code == 401
     assert httpx.post(f"{server.url}/mcp", json=body, headers={"x-api-key": KEY}).status_code != 401
+
+
+@pytest.mark.slow
+async def test_a_call_cut_off_by_a_killed_server_continues_from_its_checkpoint(
+    tmp_path: Path,
+) -> None:
+    from tests.server.test_restart import Served, _port
+
+    db, port, thread = tmp_path / "served.db", _port(), "mcp-call-1"
+    first = Served(db, port, AWORLD_TEST_SLOW="hang")
+    try:
+        saved = await _call_then_kill(first, thread)
+    finally:
+        first.stop(signal.SIGKILL)
+    assert saved, "the call's tool step was never saved"
+    second = Served(db, port)
+    try:
+        async with _session(second.url, key=None) as session:
+            done = await session.call_tool("slow", {"thread_id": thread})
+        sdk = get_client(url=second.url, api_key=None)
+        state = await sdk.threads.get_state(thread)
+        await sdk.aclose()
+    finally:
+        second.stop()
+    assert done.structured_content == {
+        "thread_id": thread,
+        "run_id": done.structured_content["run_id"],  # type: ignore[index]
+        "status": "success",
+        "answer": "5 words",
+    }
+    trace = state["values"]["trace"]  # type: ignore[index]
+    assert [r["kind"] for r in trace] == ["llm", "tools", "llm"]  # no step was done twice
+
+
+async def _call_then_kill(served: Any, thread: str) -> bool:
+    """Call ``slow`` on ``thread`` and SIGKILL the server once the call's tool step is saved
+    (its next model call hangs); whether it was saved."""
+
+    async def call() -> None:
+        async with _session(served.url, key=None) as session:
+            await session.call_tool(
+                "slow", {"input": "five words in this input", "thread_id": thread}
+            )
+
+    going = asyncio.ensure_future(call())
+    sdk = get_client(url=served.url, api_key=None)
+    saved = False
+    for _ in range(600):  # bounded: 30 s
+        if await _has(sdk, thread):
+            state = await sdk.threads.get_state(thread)
+            saved = (state["values"] or {}).get("steps", 0) >= 2  # type: ignore[union-attr]
+            if saved:
+                break
+        await asyncio.sleep(0.05)
+    await sdk.aclose()
+    served.stop(signal.SIGKILL)
+    going.cancel()
+    await asyncio.gather(going, return_exceptions=True)  # cut off: it never answers
+    return saved
+
+
+async def _has(sdk: Any, thread: str) -> bool:
+    found = await sdk.threads.search(limit=100)
+    return any(t["thread_id"] == thread for t in found)
 
 
 async def test_mcp_stdio_serves_the_same_tools_to_the_stdio_client(tmp_path: Path) -> None:
