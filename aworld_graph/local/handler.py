@@ -379,6 +379,9 @@ class _Generation:
         try:
             for token in steps:
                 if int(token) in ends:
+                    if self.want_tokens:  # sampled too: ending the turn is the model's choice
+                        self.produced.append(int(token))
+                        self.produced_logprobs.append(self._sampled_logprob(int(token)))
                     finish = "stop"
                     break
                 produced.append(int(token))

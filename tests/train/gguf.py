@@ -17,8 +17,16 @@ def tokenizer() -> Any:
 
 
 def causal_lm() -> Any:
-    """A fresh copy of the weights (de-quantized to float32) for each caller that trains."""
+    """A fresh, trainable copy of the weights for each caller that trains.
+
+    transformers de-quantizes the GGUF tensors to float32 but marks the model as quantized
+    (its ``GgufHfQuantizer``), and ``Trainer`` refuses to fine-tune a quantized model; the
+    same weights are loaded into a plain model of the same config instead."""
     from transformers import AutoModelForCausalLM
 
     path = model_path()
-    return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
+    loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
+    settings = {k: v for k, v in loaded.config.to_dict().items() if k != "quantization_config"}
+    plain = type(loaded)(type(loaded.config).from_dict(settings))
+    plain.load_state_dict(loaded.state_dict())
+    return plain
