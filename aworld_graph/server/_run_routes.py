@@ -205,21 +205,34 @@ class RunRoutes:
             )
 
     @staticmethod
-    def _location(run: Run) -> dict[str, str]:
-        return {"Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}"}
+    def _where(
+        thread_id: str, run_id: str, then: str | None = None, stateless: bool = False
+    ) -> dict[str, str]:
+        """The run's ``Content-Location`` and, with ``then`` (``stream`` or ``join``), the
+        ``Location`` a client goes on from when its response is cut (the SDK rejoins a stream
+        there with ``Last-Event-ID``), as LangGraph's server sends them."""
+        base = f"/runs/{run_id}" if stateless else f"/threads/{thread_id}/runs/{run_id}"
+        where = {"Content-Location": base}
+        if then is not None:
+            where["Location"] = f"{base}/{then}"
+        return where
 
     async def create(self, request: Request) -> Response:
-        run, _ = await self._create(request, request.path_params.get("thread_id"))
-        return self.app.json(run.json(), headers=self._location(run))
+        thread_id = request.path_params.get("thread_id")
+        run, _ = await self._create(request, thread_id)
+        where = self._where(run.thread_id, run.run_id, stateless=thread_id is None)
+        return self.app.json(run.json(), headers=where)
 
     async def stream(self, request: Request) -> Response:
-        run, body = await self._create(request, request.path_params.get("thread_id"), streamed=True)
+        thread_id = request.path_params.get("thread_id")
+        run, body = await self._create(request, thread_id, streamed=True)
         cancel = body.get("on_disconnect") == "cancel"
-        return self._sse(run, body["stream_mode"], cancel, start=0)
+        where = self._where(run.thread_id, run.run_id, "stream", stateless=thread_id is None)
+        return self._sse(run, body["stream_mode"], cancel, start=0, headers=where)
 
     async def wait(self, request: Request) -> Response:
         run, _ = await self._create(request, request.path_params.get("thread_id"))
-        return await self._result(run, headers=self._location(run))
+        return await self._result(run, headers=self._where(run.thread_id, run.run_id, "join"))
 
     # -- existing runs ---------------------------------------------------------------------
 
@@ -306,7 +319,7 @@ class RunRoutes:
     async def join(self, request: Request) -> Response:
         found = await self._run(request)
         if isinstance(found, Run):
-            return await self._result(found)
+            return await self._result(found, self._where(found.thread_id, found.run_id, "join"))
         if found["status"] in ("pending", "running"):  # another server's, going or queued
             raise ApiError(
                 409, "run_elsewhere", f"run {found['run_id']} is not held by this server"
@@ -335,14 +348,15 @@ class RunRoutes:
             return self._gone(found, start)
         if modes is None:
             modes = list(found.modes or STREAM_MODES)
-        return self._sse(found, modes, cancel, start=start)
+        where = self._where(found.thread_id, found.run_id, "stream")
+        return self._sse(found, modes, cancel, start=start, headers=where)
 
     def _gone(self, found: dict[str, Any], start: int) -> Response:
         """The stream of a run this server does not hold: its ``metadata`` event, then its
         end (its result: ``GET …/join``)."""
         ident = {"run_id": found["run_id"], "attempt": 1}
         body = sse("metadata", ident) if start == 0 else b""
-        where = {"Content-Location": f"/threads/{found['thread_id']}/runs/{found['run_id']}"}
+        where = self._where(found["thread_id"], found["run_id"], "stream")
         return Response(body, media_type="text/event-stream", headers=where)
 
     async def cancel(self, request: Request) -> Response:
@@ -386,7 +400,12 @@ class RunRoutes:
         return self.app.json(answer, headers=headers)
 
     def _sse(
-        self, run: Run, modes: builtins.list[str], cancel_on_disconnect: bool, start: int
+        self,
+        run: Run,
+        modes: builtins.list[str],
+        cancel_on_disconnect: bool,
+        start: int,
+        headers: dict[str, str],
     ) -> Response:
         async def events() -> AsyncIterator[bytes]:
             ended = False
@@ -405,5 +424,5 @@ class RunRoutes:
                     assert run.task is not None
                     run.task.cancel()
 
-        headers = {**self._location(run), "Cache-Control": "no-store"}
+        headers = {**headers, "Cache-Control": "no-store"}
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)

@@ -8,6 +8,7 @@ Where a test compares with LangGraph's own server, the comment says what ``langg
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -170,3 +171,124 @@ async def test_thread_metadata_set_after_a_run_is_kept_across_a_restart(
         await sdk.threads.delete(thread)
         found = await sdk.threads.search(metadata={"topic": "counting"})
         assert [t["thread_id"] for t in found] == [copy["thread_id"]]
+
+
+# -- rejoining a cut response, a human step --------------------------------------------------
+
+
+class CutOnce:
+    """A loopback TCP proxy in front of the server that cuts the first connection whose
+    response carries a ``values`` event, right after passing that event on: a stream cut
+    mid-run, as a proxy's timeout or a dropped network cuts one. Sets ``apps.GATE`` when the
+    client comes back, so the run ends only after the rejoin."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.sent: list[bytes] = []
+        self.cut = False
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.tasks.add(asyncio.current_task())  # type: ignore[arg-type]
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.port)
+
+        async def up() -> None:
+            while data := await reader.read(65536):
+                self.sent.append(data)
+                if self.cut:
+                    apps.GATE.set()
+                up_writer.write(data)
+                await up_writer.drain()
+
+        going = asyncio.ensure_future(up())
+        try:
+            while data := await up_reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+                if not self.cut and b"event: values" in data:
+                    self.cut = True
+                    break
+        finally:
+            going.cancel()
+            writer.close()
+            up_writer.close()
+
+
+async def test_a_cut_stream_is_rejoined_where_it_was_cut(server: LiveServer) -> None:
+    """langgraph-api's ``stream_run`` answers with ``Location: /threads/T/runs/R/stream`` and
+    ``Content-Location: /threads/T/runs/R``; the SDK goes on from ``Location`` with the
+    ``Last-Event-ID`` it read when the connection drops."""
+    proxy = CutOnce(int(server.url.rsplit(":", 1)[1]))
+    async with proxy as url, get_client(url=url, api_key=None) as sdk:
+        thread = (await sdk.threads.create())["thread_id"]
+        parts = [
+            p async for p in sdk.runs.stream(thread, "gated", input=USER, stream_mode="values")
+        ]
+    assert proxy.cut
+    run_id = parts[0].data["run_id"]
+    steps = [p.data["steps"] for p in parts if p.event == "values"]
+    assert steps == sorted(set(steps)) and steps[-1] == 3  # nothing twice, nothing lost
+    assert [p.data for p in parts if p.event == "values"][-1]["answer"] == "4 words"
+    heads = [h.decode().lower() for h in proxy.sent]
+    rejoin = [h for h in heads if h.startswith(f"get /threads/{thread}/runs/{run_id}/stream")]
+    assert rejoin and "last-event-id:" in rejoin[0]
+
+
+async def test_location_headers_of_waited_created_and_stateless_runs(sdk: Any) -> None:
+    """As langgraph-api's ``wait_run`` (``Location: …/join``), ``create_run`` and the
+    stateless routes (``/runs/R`` and ``/runs/R/stream``) send them."""
+    http = sdk.http.client
+    thread = (await sdk.threads.create())["thread_id"]
+    run = {"assistant_id": "counter", "input": USER}
+    waited = await http.post(f"/threads/{thread}/runs/wait", json=run)
+    base = waited.headers["content-location"]
+    assert base.startswith(f"/threads/{thread}/runs/")
+    assert waited.headers["location"] == f"{base}/join"
+    assert (await http.get(waited.headers["location"])).json()["answer"] == "4 words"
+    made = await http.post("/runs", json=run)
+    assert made.headers["content-location"] == f"/runs/{made.json()['run_id']}"
+    async with http.stream("POST", "/runs/stream", json=run) as streamed:
+        where = streamed.headers["location"]
+        assert where == streamed.headers["content-location"] + "/stream"
+        assert where.startswith("/runs/")
+    assert (await http.get(where.removesuffix("/stream"))).json()["status"] in (
+        "pending",
+        "running",
+        "success",
+    )
+
+
+async def test_a_run_that_stops_at_a_human_step_reads_as_langgraphs(sdk: Any) -> None:
+    """langgraph-api: the interrupt goes out in ``updates`` as ``{"__interrupt__": [...]}``
+    and, to a reader of ``values``, as a ``values`` event holding ``__interrupt__``; the
+    thread reads ``interrupted`` with ``interrupts`` by task id; ``wait`` answers the values
+    with ``__interrupt__``."""
+    thread = (await sdk.threads.create())["thread_id"]
+    parts = [
+        p
+        async for p in sdk.runs.stream(
+            thread, "approval", input={"input": "plan"}, stream_mode=["values", "updates"]
+        )
+    ]
+    asked = [p.data for p in parts if p.event == "updates" and "__interrupt__" in p.data]
+    assert asked[0]["__interrupt__"][0]["value"]["prompt"] == "Approve the plan?"
+    assert "__interrupt__" in [p.data for p in parts if p.event == "values"][-1]
+    got = await sdk.threads.get(thread)
+    state = await sdk.threads.get_state(thread)
+    assert got["status"] == "interrupted" and state["next"] == ["approval"]
+    [(task_id, found)] = got["interrupts"].items()
+    assert task_id == state["tasks"][0]["id"] and found[0]["value"]["prompt"] == "Approve the plan?"
+    again = (await sdk.threads.create())["thread_id"]
+    waited = await sdk.runs.wait(again, "approval", input={"input": "plan"})
+    assert waited["__interrupt__"][0]["value"]["prompt"] == "Approve the plan?"
