@@ -3,10 +3,12 @@
 A cron is a row of the store's ``crons`` table (made beside the checkpoints when a server
 opens the store, read and written through the store's database layer, on SQLite and
 PostgreSQL alike): its ``schedule`` (five cron fields, read by ``croniter``; in UTC unless a
-``timezone`` is named), the run ``payload`` it starts, its ``thread_id`` (a thread cron
-runs on that thread, ``multitask_strategy`` ``enqueue`` unless it names another; a cron
-without a thread starts a run on a new thread each time, kept or deleted after the run by
-``on_run_completed``), ``end_time``, ``enabled``, ``metadata`` and ``next_run_date``.
+``timezone`` is named), the run ``payload`` it starts, its ``thread_id``, ``end_time``,
+``enabled``, ``metadata`` and ``next_run_date``. A thread cron runs on its thread
+(``multitask_strategy`` ``enqueue`` unless it names another). A cron without a thread starts
+a run on a new thread each time; unless its ``on_run_completed`` is ``keep``, the scheduler
+joins the run and deletes its thread, as a client would (a server stopped before the run
+ended leaves that thread).
 
 :class:`CronScheduler` is one task of the server's event loop (the server's lifespan starts
 and stops it): it sleeps until the earliest ``next_run_date`` of an enabled cron (or until a
@@ -192,6 +194,8 @@ class CronScheduler:
         """The time now (UTC, timezone-aware): replaceable, e.g. by a test's clock."""
         self._changed = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._deleting: set[asyncio.Task[None]] = set()
+        """Tasks that delete a cron run's thread when the run ends."""
 
     def wake(self) -> None:
         """Have the scheduler look at the table again (from any thread)."""
@@ -207,9 +211,10 @@ class CronScheduler:
         try:
             yield
         finally:
-            task.cancel()
+            for going in (task, *self._deleting):
+                going.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await asyncio.gather(task, *self._deleting, return_exceptions=True)
             self._loop = None
 
     async def _run(self) -> None:
@@ -247,6 +252,12 @@ class CronScheduler:
             return None
         return max((soonest - self.clock()) / timedelta(seconds=1), 0.0)
 
+    def _client(self) -> httpx.AsyncClient:
+        """A client of the app itself, in-process, with its API key."""
+        headers = {"x-api-key": self.server.api_key} if self.server.api_key else {}
+        transport = httpx.ASGITransport(app=self.server.app)
+        return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers)
+
     async def _fire(self, cron: dict[str, Any]) -> None:
         """Ask the app for the cron's run, as a client would."""
         payload = dict(cron["payload"])
@@ -254,16 +265,12 @@ class CronScheduler:
         config = dict(payload.get("config") or {})
         config["configurable"] = {**(config.get("configurable") or {}), "cron_id": cron["cron_id"]}
         payload["config"] = config
+        path = "/runs"
         if cron["thread_id"]:
             path = f"/threads/{cron['thread_id']}/runs"
             payload.setdefault("multitask_strategy", "enqueue")
-        else:
-            path = "/runs"
-            payload["on_completion"] = cron["on_run_completed"] or "delete"
-        headers = {"x-api-key": self.server.api_key} if self.server.api_key else {}
-        transport = httpx.ASGITransport(app=self.server.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
-            answer = await http.post(path, json=payload, headers=headers)
+        async with self._client() as http:
+            answer = await http.post(path, json=payload)
         if answer.status_code >= 400:
             log.warning(
                 "cron %s: its run was refused (%s): %s",
@@ -271,3 +278,20 @@ class CronScheduler:
                 answer.status_code,
                 answer.text[:500],
             )
+        elif not cron["thread_id"] and cron["on_run_completed"] != "keep":
+            run = answer.json()
+            task = asyncio.get_running_loop().create_task(
+                self._delete_after(run["thread_id"], run["run_id"])
+            )
+            self._deleting.add(task)
+            task.add_done_callback(self._deleting.discard)
+
+    async def _delete_after(self, thread_id: str, run_id: str) -> None:
+        """Delete the thread of a cron's run once the run has ended
+        (``on_run_completed="delete"``)."""
+        try:
+            async with self._client() as http:
+                await http.get(f"/threads/{thread_id}/runs/{run_id}/join", timeout=None)
+                await http.delete(f"/threads/{thread_id}")
+        except httpx.HTTPError:
+            log.exception("cron run %s: deleting its thread %s failed", run_id, thread_id)

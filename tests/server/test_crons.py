@@ -17,6 +17,7 @@ from langgraph_sdk import get_client
 
 from aworld_graph.checkpoint import TrajectorySaver, open_store
 from aworld_graph.server import create_app
+from tests.server import apps
 from tests.server.conftest import LiveServer, assistants
 
 USER = {"messages": [{"role": "user", "content": "count these four words"}]}
@@ -123,6 +124,19 @@ async def test_a_cron_without_a_thread_runs_on_a_new_thread(
     threads = await client.threads.search()
     done = await _until(lambda: client.runs.list(threads[0]["thread_id"], status="success"))
     assert done[0]["kwargs"]["config"]["configurable"]["cron_id"] == kept["cron_id"]
+
+    # on_run_completed="delete" (the default): the run's thread goes once the run has ended
+    # (its assistant, gated, holds the answer until the test opens the gate)
+    await client.crons.update(kept["cron_id"], enabled=False)
+    await client.crons.create("gated", schedule="*/5 * * * *", input=USER)
+    clock.now = START + timedelta(minutes=11)
+    server.app.state.server.crons.wake()
+    made = await _until(lambda: _with(client.threads.search(), lambda t: len(t) == 2))
+    fresh = next(t for t in made if t["thread_id"] != threads[0]["thread_id"])
+    assert (await client.runs.list(fresh["thread_id"]))[0]["status"] in ("pending", "running")
+    apps.GATE.set()
+    await _until(lambda: _with(client.threads.count(), lambda n: n == before + 1))
+    assert await client.threads.search(ids=[fresh["thread_id"]]) == []
     await client.aclose()
 
 
