@@ -77,9 +77,9 @@ def _input_schema(assistant: Assistant) -> dict[str, Any]:
     workflow = assistant.schemas()["input_schema"]
     task = dict(workflow["properties"]["input"])
     task["description"] = (
-        f"The task for {assistant.assistant_id} (a new run on a new thread). "
-        + str(workflow.get("description") or "")
-    ).strip()
+        f"The task for {assistant.assistant_id}, as a user would ask it: the input of its run "
+        "(a new run, on a new thread unless thread_id names one)."
+    )
     return {
         "type": "object",
         "properties": {
@@ -159,7 +159,9 @@ class McpTools:
         self.manager = StreamableHTTPSessionManager(self.server, stateless=True, json_response=True)
 
     def rows(self) -> Rows:
-        return [("/mcp", self.endpoint, ["GET", "POST", "DELETE"])]
+        # POST only: a stateless server has no session to end (DELETE) and nothing to push
+        # on a standing stream (GET), which the transport spec lets it refuse with a 405
+        return [("/mcp", self.endpoint, ["POST"])]
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
