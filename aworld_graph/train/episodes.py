@@ -16,14 +16,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import openai
+
 from ..agent import Agent
 from ..config import AgentConfig
+from ..model import OpenAIModel
 from ..rewards import score_response
 from ..runner import Runners
 from ..task import TaskResponse
 from .sequences import TrainingSequence, UntrainableRun, flatten
 
-__all__ = ["Episode", "RowError", "prompt_text", "recording", "run_episode"]
+__all__ = ["Episode", "RowError", "prompt_text", "recording", "run_episode", "served_by"]
 
 ANSWER_FIELDS = ("expected", "answer", "ground_truth", "solution")
 """Where a row's expected answer may be (the first present wins)."""
@@ -79,6 +82,35 @@ def prompt_text(row: Any, index: int) -> str:
     raise RowError(
         f"row {index} has no 'prompt' field (nor 'input' or 'question'); its fields are "
         f"{sorted(row)}; add the task's text as 'prompt'"
+    )
+
+
+def served_by(
+    agent: Agent,
+    base_url: str,
+    *,
+    model: str = "default",
+    api_key: str | None = None,
+    http_client: Any = None,
+) -> Agent:
+    """``agent`` (a copy) reaching its model at ``base_url``, recording tokens: how a
+    trainer's inference endpoint (AReaL's proxy, slime's router) becomes the policy."""
+    client = None
+    if http_client is not None:
+        client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", http_client=http_client
+        )
+    conf = agent.conf or AgentConfig()
+    chat = OpenAIModel(
+        model=model,
+        base_url=base_url,
+        api_key=api_key,
+        temperature=conf.llm_temperature,
+        params=conf.params,
+        client=client,
+    )
+    return dataclasses.replace(
+        agent, model=chat, conf=dataclasses.replace(conf, record_tokens=True)
     )
 
 

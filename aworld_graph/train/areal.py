@@ -1,0 +1,76 @@
+"""AReaL: a workflow object with ``async run(data, **kwargs) -> reward``.
+
+AReaL runs any object with that method behind its OpenAI-compatible proxy, which records the
+token ids and logprobs of every call the agent makes through it; ``run`` gets the proxy's
+``base_url`` (and ``api_key``, ``http_client``) as keyword arguments. :class:`AReaLWorkflow`
+runs the agent there – every LLM call of the episode goes through the proxy – scores the
+answer against the row's expected answer and returns the reward.
+
+>>> workflow = AReaLWorkflow(agent=solver, reward_func=numeric)       # doctest: +SKIP
+>>> await workflow.run({"messages": [...], "answer": "391"}, base_url=proxy_url)  # doctest: +SKIP
+
+AReaL itself is not a dependency (its wheels need CUDA torch); nothing here imports it.
+A row without a prompt or an expected answer, a reward function that raises, or a run that
+did not finish returns ``None`` and is counted in :attr:`AReaLWorkflow.failed`, with its
+reason in :attr:`AReaLWorkflow.errors`; the batch goes on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from ..agent import Agent
+from .episodes import Episode, run_episode, served_by
+
+__all__ = ["AReaLWorkflow"]
+
+
+class AReaLWorkflow:
+    """An AReaL agent workflow running ``agent`` on each row (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        reward_func: Callable[..., Any],
+        model: str = "default",
+    ) -> None:
+        self.agent = agent
+        self.reward_func = reward_func
+        self.model = model
+        """The model name sent to the proxy (AReaL's is ``default``)."""
+        self.failed = 0
+        """Rows that gave no reward."""
+        self.errors: list[str] = []
+        """Why, one line per failed row."""
+        self.episodes: list[Episode] = []
+        """Every episode run, in order (its run, reward and token sequences)."""
+
+    async def run(self, data: dict[str, Any], **extra_kwargs: Any) -> float | None:
+        base_url = extra_kwargs.get("base_url") or os.environ.get("OPENAI_BASE_URL")
+        if not base_url:
+            raise ValueError(
+                "AReaLWorkflow.run needs base_url= (AReaL passes its proxy's) or OPENAI_BASE_URL"
+            )
+        agent = served_by(
+            self.agent,
+            str(base_url),
+            model=self.model,
+            api_key=extra_kwargs.get("api_key") or os.environ.get("OPENAI_API_KEY"),
+            http_client=extra_kwargs.get("http_client"),
+        )
+        index = len(self.episodes)
+        row = dict(data)
+        if "messages" in row and "prompt" not in row:
+            row["prompt"] = row["messages"]
+        episode = await run_episode(
+            row, index, agent=agent, reward_func=self.reward_func, thread_prefix="areal"
+        )
+        self.episodes.append(episode)
+        if episode.error is not None:
+            self.failed += 1
+            self.errors.append(episode.error)
+            return None
+        return episode.reward

@@ -1,0 +1,94 @@
+"""slime: a custom generate function that runs the workflow for a sample.
+
+slime (THUDM) calls ``await generate(args, sample, sampling_params)`` for each sample when
+started with ``--custom-generate-function-path``; the function fills the sample's
+``tokens`` (prompt then response ids), ``response_length``, ``loss_mask`` (one per response
+token), ``rollout_log_probs``, ``response``, ``reward`` and ``status`` and returns it.
+:func:`slime_generate` makes one that runs ``agent`` on ``sample.prompt`` through slime's
+router (``http://{args.sglang_router_ip}:{args.sglang_router_port}/v1``, or ``base_url=``)
+and fills those fields from the answering call's sequence
+(:mod:`~aworld_graph.train.sequences`, ``per="turn"``: the tokens between an agent's calls
+in one turn have mask 0).
+
+A sample whose episode failed (no prompt, no label for the reward, a raising reward function,
+a run that did not finish, calls without token ids) gets ``status`` ``ABORTED`` (slime's
+``Sample.Status``, where the sample has it), no tokens of a response and ``metadata["error"]``;
+it is never filled with text.
+
+slime is not on PyPI, so it is not a dependency: the sample is used through its attributes
+only, and the tests check the fields with a plain stand-in (docs/training.md says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..agent import Agent
+from .episodes import run_episode, served_by
+from .sequences import flatten
+
+__all__ = ["slime_generate"]
+
+
+def _status(sample: Any, name: str) -> Any:
+    """``Sample.Status.<name>`` where the sample's class has it, else the lower-case name."""
+    status = getattr(type(sample), "Status", None)
+    return getattr(status, name) if status is not None and hasattr(status, name) else name.lower()
+
+
+def slime_generate(
+    *,
+    agent: Agent,
+    reward_func: Callable[..., Any],
+    base_url: str | None = None,
+    model: str = "default",
+) -> Callable[[Any, Any, Any], Awaitable[Any]]:
+    """slime's custom generate function for ``agent`` (see the module docstring)."""
+
+    async def generate(args: Any, sample: Any, sampling_params: Any = None) -> Any:
+        url = base_url or (
+            f"http://{args.sglang_router_ip}:{args.sglang_router_port}/v1"
+            if getattr(args, "sglang_router_ip", None)
+            else None
+        )
+        if url is None:
+            raise ValueError(
+                "slime_generate needs base_url= or args.sglang_router_ip/sglang_router_port"
+            )
+        metadata = getattr(sample, "metadata", None)
+        metadata = metadata if isinstance(metadata, dict) else {}
+        row = {
+            "prompt": getattr(sample, "prompt", None),
+            "expected": getattr(sample, "label", None),
+        }
+        index = int(getattr(sample, "index", 0) or 0)
+        episode = await run_episode(
+            row,
+            index,
+            agent=served_by(agent, url, model=model),
+            reward_func=reward_func,
+            thread_prefix="slime",
+        )
+        if episode.ok:
+            assert episode.response is not None
+            seq = flatten(episode.response, per="turn", reward=episode.reward)[-1]
+            sample.tokens = seq.prompt_ids + seq.completion_ids
+            sample.response_length = len(seq.completion_ids)
+            sample.loss_mask = list(seq.mask)
+            sample.rollout_log_probs = list(seq.logprobs)
+            sample.response = episode.response.answer or ""
+            sample.reward = episode.reward
+            sample.status = _status(sample, "COMPLETED")
+        else:
+            sample.response_length = 0
+            sample.loss_mask = []
+            sample.rollout_log_probs = []
+            sample.response = ""
+            sample.reward = None
+            sample.status = _status(sample, "ABORTED")
+            metadata["error"] = episode.error
+        sample.metadata = metadata
+        return sample
+
+    return generate
