@@ -251,6 +251,7 @@ class McpTools:
             result |= {"status": "interrupted"}
         else:
             result |= {"status": "success", "answer": values.get("answer")}
+        result = clean(result)  # secret-free, as every answer of the server
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=_said(result))],
             structured_content=result,
