@@ -26,9 +26,15 @@ from typing import TYPE_CHECKING, Any
 
 from a2a.helpers.proto_helpers import get_data_parts
 from a2a.server.request_handlers import RequestHandler
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.request_handlers.response_helpers import (
+    agent_card_to_dict,
+    build_error_response,
+)
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types import a2a_pb2 as pb
+from a2a.utils.constants import VERSION_HEADER
+from a2a.utils.error_handlers import build_rest_error_payload
 from a2a.utils.errors import (
     A2AError,
     ExtendedAgentCardNotConfiguredError,
@@ -43,6 +49,7 @@ from a2a.utils.task import apply_history_length, validate_history_length, valida
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Message
 
 from ._assistants import Assistant
 from ._input import check_id
@@ -50,7 +57,7 @@ from ._runs import Run
 from ._wire import ApiError, now
 
 if TYPE_CHECKING:
-    from ._app import App, Rows
+    from ._app import App, Handler, Rows
 
 __all__ = ["CARD_PATH", "TASK_KEY", "A2ARoutes", "is_card"]
 
@@ -600,6 +607,88 @@ def agent_card(assistant: Assistant, base_url: str, api_key: bool) -> pb.AgentCa
     return card
 
 
+_V1_METHODS = frozenset(JsonRpcDispatcher.METHOD_TO_MODEL)
+"""The JSON-RPC method names of protocol 1.0 (``SendMessage``); 0.3's are ``message/send``."""
+
+
+def _method(body: bytes) -> tuple[str | None, Any, Any]:
+    """A JSON-RPC body's method, id and params (``None``s when it is not one: the SDK's
+    dispatcher answers that with its error)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None, None, None
+    if not isinstance(data, dict):
+        return None, None, None
+    method = data.get("method")
+    return (method if isinstance(method, str) else None), data.get("id"), data.get("params")
+
+
+def _unknown_status(value: Any) -> bool:
+    """Whether a ListTasks ``status`` filter names no task state (the SDK's parser would
+    read it as no filter and list every task)."""
+    if value is None or value == "":
+        return False
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value not in State.values()
+    return not isinstance(value, str) or value not in State.keys()
+
+
+def _adapted(endpoint: Handler, path_version: str | None) -> Handler:
+    """``endpoint`` with two readings the SDK's dispatchers lack.
+
+    A request without the ``A2A-Version`` header is read as the version its
+    ``?A2A-Version=`` parameter names (the spec allows either), else as the version its
+    method or path belongs to: the 1.0 and 0.3 method names and REST paths do not overlap,
+    so a 1.0 method sent without the header (as some clients and the conformance kit do) is
+    not refused as 0.3. ``path_version``: the version of a REST path (``None``: JSON-RPC,
+    whose version is its method's).
+
+    A ListTasks ``status`` that names no task state is an invalid-params error, never a
+    listing that silently ignores the filter."""
+
+    async def adapted(request: Request) -> Response:
+        body = await request.body()
+        version = request.headers.get(VERSION_HEADER) or request.query_params.get(VERSION_HEADER)
+        if path_version is None:
+            method, ident, params = _method(body)
+            status = params.get("status") if isinstance(params, dict) else None
+            if method in ("ListTasks", "tasks/list") and _unknown_status(status):
+                return _invalid_status(ident, status)
+            if not version and method in _V1_METHODS:
+                version = "1.0"
+        elif request.method == "GET" and _unknown_status(request.query_params.get("status")):
+            bad = InvalidParamsError(message=_STATUS_RULE)
+            return JSONResponse(build_rest_error_payload(bad), 400)
+        version = version or path_version
+        if not version or request.headers.get(VERSION_HEADER):
+            return await endpoint(_replayed(request, body))
+        header = (VERSION_HEADER.lower().encode(), version.encode())
+        return await endpoint(_replayed(request, body, [*request.scope["headers"], header]))
+
+    return adapted
+
+
+_STATUS_RULE = f"status must be one of {', '.join(State.keys()[1:])}"
+
+
+def _invalid_status(ident: Any, status: Any) -> Response:
+    ident = ident if isinstance(ident, (str, int)) and not isinstance(ident, bool) else None
+    error = InvalidParamsError(message=f"{_STATUS_RULE}; got {ascii(str(status)[:40])}")
+    return JSONResponse(build_error_response(ident, error))
+
+
+def _replayed(request: Request, body: bytes, headers: list[Any] | None = None) -> Request:
+    """A request like ``request`` (with ``headers``, if given) whose body, read once
+    already, reads again."""
+
+    async def replay() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    scope = request.scope if headers is None else {**request.scope, "headers": headers}
+    return Request(scope, replay)
+
+
 class A2ARoutes:
     """The A2A routes of every assistant: its card, JSON-RPC at ``/a2a/{assistant_id}`` and
     HTTP+JSON under it, each for protocol 1.0 and 0.3."""
@@ -625,7 +714,10 @@ class A2ARoutes:
             ]
             for route in routes:
                 if isinstance(route, Route):  # not the SDK's per-tenant mount: no tenants here
-                    rows.append((route.path, route.endpoint, sorted(route.methods or ())))
+                    legacy = route.path.startswith(f"{prefix}/v1/")  # 0.3's REST paths
+                    kind = None if route.path == prefix else "0.3" if legacy else "1.0"
+                    endpoint = _adapted(route.endpoint, kind)
+                    rows.append((route.path, endpoint, sorted(route.methods or ())))
         return rows
 
     async def card(self, request: Request) -> Response:

@@ -21,12 +21,33 @@ from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
 from langgraph_sdk import get_client
 
+from aworld_graph import Agent, Human, Swarm, edge
+from aworld_graph.checkpoint import TrajectorySaver
+from aworld_graph.server import Assistant, create_app
+from aworld_graph.testing import FunctionModel
 from tests.server import apps
-from tests.server.conftest import LiveServer
+from tests.server.conftest import LiveServer, assistants
 from tests.server.test_restart import Served, processes  # noqa: F401 (its fixture)
 
 S = pb.TaskState
 KEY = "a2a-test-key-0123456789"
+
+
+def _noted(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+    return f"noted ({len(messages)} messages)"
+
+
+_talker = Agent(name="talker", model=FunctionModel(_noted))
+_next = Human(name="next", prompt="Anything else? (say bye to finish)")
+conversation = Swarm(
+    _talker,
+    _next,
+    topology=[_talker, _next],
+    edges=[edge(_next, _talker, '"bye" not in lower(context.next)', max_rounds=50)],
+    name="conversation",
+)
+"""A task of many turns: each answer asks for the next message (``input-required``) until
+'bye' (``tests.server.test_a2a:conversation``, also the workflow the conformance kit ran)."""
 
 
 def _message(text: str, **ids: str) -> pb.SendMessageRequest:
@@ -181,6 +202,32 @@ async def test_input_required_then_answered(server: LiveServer, binding: str) ->
     await _close(client)
 
 
+async def test_one_task_of_many_turns(tmp_path: Path) -> None:
+    store = TrajectorySaver(tmp_path / "turns.db")
+    served = [
+        *assistants(),
+        Assistant.of(conversation, target="tests.server.test_a2a:conversation"),
+    ]
+    with LiveServer(create_app(served, store=store, api_key="")) as server:
+        client = await _client(f"{server.url}/a2a/conversation", "HTTP+JSON")
+        task = _task(await _sent(client, _message("hello")))
+        for word in ("one", "two"):
+            assert task.status.state == S.TASK_STATE_INPUT_REQUIRED
+            assert task.status.message.parts[0].text == "Anything else? (say bye to finish)"
+            task = _task(await _sent(client, _message(word, task_id=task.id)))
+        done = _task(await _sent(client, _message("bye", task_id=task.id)))
+        assert done.status.state == S.TASK_STATE_COMPLETED
+        got = await client.get_task(pb.GetTaskRequest(id=task.id))
+        said = [m.parts[0].text for m in got.history if m.role == pb.Role.ROLE_USER]
+        assert said[0] == "hello" and said[-1] == "bye" and len(got.history) > 4
+        short = await client.get_task(pb.GetTaskRequest(id=task.id, history_length=2))
+        assert list(short.history) == list(got.history)[-2:]
+        listed = await client.list_tasks(pb.ListTasksRequest(context_id=task.context_id))
+        assert [t.id for t in listed.tasks] == [task.id]  # four runs, one task
+        await _close(client)
+    store.close()
+
+
 async def test_cancel_a_task_waiting_for_input(server: LiveServer) -> None:
     client = await _client(f"{server.url}/a2a/approval")
     asked = _task(await _sent(client, _message("Plan a party")))
@@ -295,6 +342,7 @@ def test_malformed_requests_get_json_rpc_errors(server: LiveServer) -> None:
             },
             -32602,
         ),
+        ({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"status": "DONE"}}, -32602),
         (
             {
                 "jsonrpc": "2.0",
@@ -356,3 +404,27 @@ def test_the_javascript_client(serve: Callable[..., LiveServer]) -> None:
             "answer": "published the plan",
             "streamed": ["task", "statusUpdate", "statusUpdate"],
         }
+
+
+def test_protocol_0_3_and_requests_without_a_version_header(server: LiveServer) -> None:
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+
+        def call(method: str, params: dict[str, Any], **headers: str) -> Any:
+            body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+            return http.post("/a2a/chat", json=body, headers=headers).json()
+
+        part = {"kind": "text", "text": "old client"}
+        legacy = {"kind": "message", "messageId": "m03", "role": "user", "parts": [part]}
+        old = call("message/send", {"message": legacy})["result"]  # no header: 0.3
+        assert old["kind"] == "task" and old["status"]["state"] == "completed"
+        got = call("tasks/get", {"id": old["id"]})["result"]
+        assert got["status"]["message"]["parts"][0]["text"] == "turn 1: old client"
+        # a 1.0 method name without the header is 1.0 (the names of the two do not overlap)
+        new = call("GetTask", {"id": old["id"]})["result"]
+        assert new["id"] == old["id"] and new["status"]["state"] == "TASK_STATE_COMPLETED"
+        # ... and a header naming another version is still refused
+        refused = call("GetTask", {"id": old["id"]}, **{"A2A-Version": "0.3"})
+        assert refused["error"]["code"] == -32009
+        rest = http.get(f"/a2a/chat/tasks/{old['id']}")  # the 1.0 REST path, no header
+        assert rest.status_code == 200 and rest.json()["id"] == old["id"]
+        assert http.get("/a2a/chat/tasks", params={"status": "DONE"}).status_code == 400
