@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from a2a.helpers import new_task_from_user_message, new_text_part
+from a2a.helpers import new_task_from_user_message, new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -48,12 +48,16 @@ class Echo(AgentExecutor):
         self.received: list[str] = []
         self.hold = False
         self.fail = False
+        self.direct = False
         self.release = threading.Event()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.message is not None
         text = context.get_user_input()
         self.received.append(text)
+        if self.direct:  # an answer without a task
+            await event_queue.enqueue_event(new_text_message(f"at once: {text}"))
+            return
         task = context.current_task or new_task_from_user_message(context.message)
         await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
@@ -154,6 +158,35 @@ async def test_a_langgraph_assistant_answers_as_a_node(
     assert response.answer == "4 words"
     sent = response.state["trace"][-1]["raw"]
     assert sent["protocol"] == "langgraph" and sent["thread_id"] and sent["run_id"]
+
+
+async def test_an_a2a_agent_that_answers_with_a_message_at_once(
+    a2a_agent: tuple[Echo, str], saver: TrajectorySaver
+) -> None:
+    agent, url = a2a_agent
+    agent.direct = True
+    response = await Runners.run(
+        "quick", swarm=Swarm(RemoteAgent(name="e", url=url)), checkpointer=saver
+    )
+    assert response.success and response.answer == "at once: quick"
+
+
+async def test_the_api_key_is_read_from_the_named_variable(
+    saver: TrajectorySaver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = Assistant.of(apps.chat, target="tests.server.apps:chat")
+    with TrajectorySaver(tmp_path / "remote.db") as store:
+        with LiveServer(create_app([served], store=store, api_key="remote-key-77")) as server:
+            remote = RemoteAgent(
+                name="far", url=server.url, assistant_id="chat", api_key_env="FAR_KEY"
+            )
+            swarm = Swarm(remote)
+            refused = await Runners.run("hi", swarm=swarm, checkpointer=saver)
+            monkeypatch.setenv("FAR_KEY", "remote-key-77")
+            answered = await Runners.run("hi", swarm=swarm, checkpointer=saver)
+    assert refused.status == "error" and "missing or wrong API key" in str(refused.msg)
+    assert answered.success and answered.answer == "turn 1: hi"
+    assert b"remote-key-77" not in (tmp_path / "runs.db").read_bytes()
 
 
 async def test_a_remote_that_hangs_is_a_tool_error_and_the_resumed_run_joins_its_task(

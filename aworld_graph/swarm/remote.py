@@ -153,9 +153,13 @@ class RemoteAgent(Node):
     def _failure(self, why: str) -> ToolError:
         return ToolError(f"remote agent {self.name!r} ({self.url}): {why}")
 
+    def api_key(self) -> str | None:
+        """The remote's API key, read from ``api_key_env`` now."""
+        return (os.environ.get(self.api_key_env) or None) if self.api_key_env else None
+
     def headers(self) -> dict[str, str]:
-        """The headers that carry the API key, read from ``api_key_env`` now."""
-        key = os.environ.get(self.api_key_env or "", "") if self.api_key_env else ""
+        """The headers that carry the API key."""
+        key = self.api_key()
         return {"x-api-key": key, "authorization": f"Bearer {key}"} if key else {}
 
     async def start(self, text: str, ident: str) -> dict[str, Any]:
@@ -186,7 +190,9 @@ class RemoteAgent(Node):
     def _sdk(self) -> Any:
         from langgraph_sdk import get_client
 
-        return get_client(url=self.url, api_key=None, headers=self.headers(), timeout=30)
+        # reads unbounded: joining a run waits for its end, which ``timeout`` bounds
+        wait = httpx.Timeout(30.0, read=None)
+        return get_client(url=self.url, api_key=self.api_key(), timeout=wait)
 
     async def _start_run(self, text: str, ident: str) -> dict[str, Any]:
         client = self._sdk()
