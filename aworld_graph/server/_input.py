@@ -49,6 +49,9 @@ MAX_METADATA = 64 * 1024
 MAX_COUNT = 10_000
 """The largest ``limit`` or ``offset`` served."""
 
+MAX_DELAY = 7 * 24 * 3600
+"""The longest ``after_seconds`` a run may wait before it starts (a week)."""
+
 
 def check_id(field: str, value: str) -> str:
     """``value`` when it is an id (:data:`ID_RULE`), else a 422 naming ``field``."""
@@ -163,6 +166,10 @@ class RunCreate(_Body):
     multitask_strategy: Text | None = None
     if_not_exists: Literal["create", "reject"] | None = None
     on_disconnect: Literal["cancel", "continue"] | None = None
+    on_completion: Literal["delete", "keep"] | None = None
+    after_seconds: Annotated[float, Field(ge=0, le=MAX_DELAY)] | None = None
+    checkpoint_id: Id | None = None
+    checkpoint: CheckpointRef | None = None
     config: dict[str, Any] | None = None
 
 

@@ -30,13 +30,9 @@ __all__ = ["RunRoutes"]
 
 _STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
-_FORK = "fork from it first (POST /threads/THREAD/state with its checkpoint_id), then run"
 _UNSERVED = {
     "interrupt_before": "put a human step (Human) in the workflow where a run should wait",
     "interrupt_after": "put a human step (Human) in the workflow where a run should wait",
-    "checkpoint": f"to run from an earlier checkpoint, {_FORK} with input null",
-    "checkpoint_id": f"to run from an earlier checkpoint, {_FORK} with input null",
-    "after_seconds": "create the run when it should start",
     "context": "put the values into the state's context (input or POST /threads/THREAD/state)",
 }
 """Run options of LangGraph's API this server does not serve: asked for, they are a 422 that
@@ -47,13 +43,24 @@ def _unserved(body: Mapping[str, Any]) -> None:
     for name, instead in _UNSERVED.items():
         if body.get(name) not in (None, "", 0, [], {}):
             raise ApiError(422, "unsupported_option", f"{name} is not served here; {instead}")
-    if body.get("on_completion") not in (None, "keep"):
+
+
+def _start_at(body: Mapping[str, Any], stateless: bool) -> str | None:
+    """The checkpoint a run starts from (``checkpoint_id``, or ``checkpoint.checkpoint_id``),
+    checked against the run's other options."""
+    found = body.get("checkpoint_id") or (body.get("checkpoint") or {}).get("checkpoint_id")
+    if found is not None and stateless:
+        raise ApiError(
+            422, "invalid_run", "checkpoint_id names a checkpoint of a thread: run on that thread"
+        )
+    if body.get("on_completion") == "delete" and not stateless:
         raise ApiError(
             422,
-            "unsupported_option",
-            "on_completion='delete' is not served: a run's thread is kept; delete it with "
-            "DELETE /threads/THREAD when done",
+            "invalid_run",
+            "on_completion='delete' applies to a run without a thread (POST /runs…); delete "
+            "this thread with DELETE /threads/THREAD when done",
         )
+    return None if found is None else str(found)
 
 
 def _modes(value: Any) -> list[str]:
@@ -126,6 +133,7 @@ class RunRoutes:
             raise ApiError(422, "invalid_run", "send either input or command, not both")
         metadata = body.get("metadata") or {}
         new = thread_id is None
+        start_at = _start_at(body, new)
         if thread_id is None:  # a stateless run gets a thread of its own: its run stores it
             if text is None:
                 raise ApiError(422, "missing_input", "a run without a thread needs an input")
@@ -143,12 +151,15 @@ class RunRoutes:
                 f"thread {thread_id} holds runs of {owner.assistant_id}, not "
                 f"{assistant.assistant_id}; start a new thread for another workflow",
             )
+        if start_at is not None:  # 404 now if it is not there
+            await self.threads.state(thread_id, start_at)
         busy = bool(self.runs.busy(thread_id))
-        if not busy and not new:  # else checked when the runs before it have ended
+        deferred = busy or start_at is not None  # checked on the state the run starts from
+        if not deferred and not new:  # else checked when the runs before it have ended
             await self.check(thread_id, text, has_resume)
 
         async def later(run: Run) -> None:
-            await self.check(thread_id, text, has_resume, run.supersedes)
+            await self.check(thread_id, text, has_resume, run.over, at=run.checkpoint_id)
 
         run = await self.runs.start(
             thread_id=thread_id,
@@ -160,19 +171,28 @@ class RunRoutes:
             kwargs={
                 k: body.get(k) for k in ("input", "command", "stream_mode", "config", "webhook")
             },
-            check=later if busy else None,
+            check=later if deferred else None,
             new_thread=new,
             modes=body["stream_mode"] if streamed else None,
+            delay=float(body.get("after_seconds") or 0),
+            temporary=new and body.get("on_completion") == "delete",
+            checkpoint_id=start_at,
         )
         return run, body
 
     async def check(
-        self, thread_id: str, text: str | None, has_resume: bool, over: bool = False
+        self,
+        thread_id: str,
+        text: str | None,
+        has_resume: bool,
+        over: bool = False,
+        at: str | None = None,
     ) -> None:
-        """Refuse with an ``ApiError`` a run the thread cannot take now. ``over``: the run
-        superseded the one going (``multitask_strategy="interrupt"``), so new input goes on
-        top of the state that one stopped in, as in LangGraph."""
-        state = await self.threads.state(thread_id)
+        """Refuse with an ``ApiError`` a run the thread cannot take now (at checkpoint
+        ``at``, when the run starts from it). ``over``: new input goes on top of the state
+        the thread stands in, as in LangGraph (the run superseded the one going, with
+        ``multitask_strategy="interrupt"``, or starts from a checkpoint)."""
+        state = await self.threads.state(thread_id, at)
         started = bool(state["values"]) or state["checkpoint"]["checkpoint_id"] is not None
         if has_resume and not state["interrupts"]:
             raise ApiError(

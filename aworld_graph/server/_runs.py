@@ -37,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import END
@@ -154,9 +154,13 @@ class Run:
     """The thread was made for this run (a run without a thread): nothing to read back."""
     modes: list[str] | None = None
     """The stream modes its feed holds (``None``: all of them)."""
-    supersedes: bool = False
-    """It cancelled the runs going on its thread (``multitask_strategy="interrupt"``): new
-    input runs on top of the state they stopped in, as in LangGraph."""
+    over: bool = False
+    """New input goes on top of the state the thread stands in, dropping the tasks pending
+    there, as LangGraph's loop does: the run cancelled the runs going on its thread
+    (``multitask_strategy="interrupt"``) or starts from a checkpoint."""
+    checkpoint_id: str | None = None
+    """The checkpoint it starts from (``checkpoint`` / ``checkpoint_id``): copied as the
+    thread's head when it starts, a new branch."""
     delay: float = 0.0
     """Seconds to wait before it starts (``after_seconds``)."""
     temporary: bool = False
@@ -310,7 +314,7 @@ def _left(created_at: Any, after_seconds: Any) -> float:
 
 
 async def _checked(check: Check, thread_id: str, text: str | None, has: bool, run: Run) -> None:
-    await check(thread_id, text, has, run.supersedes)
+    await check(thread_id, text, has, run.over)
 
 
 def stamp(assistant: Assistant, run_id: str | None = None) -> dict[str, Any]:
@@ -395,13 +399,16 @@ class RunManager:
         modes: list[str] | None = None,
         delay: float = 0.0,
         temporary: bool = False,
+        checkpoint_id: str | None = None,
     ) -> Run:
         """Store a run of ``assistant`` on ``thread_id`` and start it (after ``delay``
         seconds, and after the runs before it on the thread have ended, as LangGraph's
         ``enqueue``). ``reject`` refuses it while the thread is busy; ``interrupt`` and
         ``rollback`` cancel the runs going first (``rollback`` deletes them and their
-        checkpoints). ``check`` runs first (after those runs) and may refuse the run with an
-        ``ApiError``. ``modes``: the stream modes to keep (``None``: all)."""
+        checkpoints). ``check`` runs first (after those runs, and after the copy of
+        ``checkpoint_id`` it starts from) and may refuse the run with an ``ApiError``.
+        ``modes``: the stream modes to keep (``None``: all). ``temporary``: its thread is
+        deleted when it ends."""
         running = self.busy(thread_id)
         if running and multitask_strategy == "reject":
             raise ApiError(
@@ -413,6 +420,9 @@ class RunManager:
         if running and multitask_strategy in ("interrupt", "rollback"):
             for other in running:
                 await self.cancel(other, action=multitask_strategy, wait=True)
+        given = {"after_seconds": delay, "checkpoint_id": checkpoint_id}
+        given["on_completion"] = "delete" if temporary else None
+        kwargs = kwargs | {k: v for k, v in given.items() if v}  # what a restart reads back
         run = Run(
             run_id=str(uuid.uuid4()),
             thread_id=thread_id,
@@ -422,7 +432,8 @@ class RunManager:
             kwargs=kwargs,
             new_thread=new_thread,
             modes=modes,
-            supersedes=bool(running) and multitask_strategy == "interrupt",
+            over=bool(running) and multitask_strategy == "interrupt" or bool(checkpoint_id),
+            checkpoint_id=checkpoint_id,
             delay=delay,
             temporary=temporary,
         )
@@ -483,7 +494,8 @@ class RunManager:
                 kwargs=kwargs,
                 created_at=str(row["created_at"]),
                 new_thread=new_thread,
-                supersedes=strategy == "interrupt",  # what it superseded died with the server
+                over=strategy == "interrupt" or bool(kwargs.get("checkpoint_id")),
+                checkpoint_id=kwargs.get("checkpoint_id") or None,
                 delay=_left(row["created_at"], kwargs.get("after_seconds")),
                 temporary=new_thread and kwargs.get("on_completion") == "delete",
             )
@@ -528,9 +540,11 @@ class RunManager:
                 await asyncio.sleep(run.delay)
             if before is not None:
                 await before.done.wait()
-            if check is not None:
+            if check is not None:  # at the checkpoint it starts from, if it names one
                 await check(run)
-            if run.supersedes and text is not None:
+            if run.checkpoint_id is not None:
+                await self._copy_checkpoint(run)
+            if run.over and text is not None:
                 await self._drop_pending(run)
             await self._drive(run, text, resume)
         except asyncio.CancelledError:
@@ -574,6 +588,28 @@ class RunManager:
             run.done.set()
             run.notify()
             self.webhooks.ended(run)
+
+    async def _copy_checkpoint(self, run: Run) -> None:
+        """Make the checkpoint ``run`` starts from the thread's head: LangGraph's
+        ``update_state`` with ``as_node="__copy__"`` (a new branch; the history keeps the old
+        one). The copy carries no metadata of its own: the run's next checkpoint does, and a
+        copy with nothing pending, which the run may leave as it is, gets a checkpoint on top
+        that names the assistant (LangGraph's ``as_node=END`` update: nothing to clear)."""
+        compiled = built(run.assistant.source).compile(self.saver)
+        conf = {"thread_id": run.thread_id, "checkpoint_ns": "", "checkpoint_id": run.checkpoint_id}
+        snapshot = await compiled.aget_state({"configurable": conf})
+        if snapshot.config is None:
+            raise ApiError(
+                404,
+                "checkpoint_not_found",
+                f"no checkpoint {run.checkpoint_id} in thread {run.thread_id}; GET "
+                f"/threads/{run.thread_id}/history lists them",
+            )
+        kept = {k: v for k, v in (snapshot.metadata or {}).items() if k not in _OWN}
+        copied = await compiled.aupdate_state(snapshot.config, None, as_node="__copy__")
+        if not pending_nodes(await compiled.aget_state(copied)):
+            named = cast(RunnableConfig, {**copied, "metadata": kept | stamp(run.assistant)})
+            await compiled.aupdate_state(named, None, as_node=END)
 
     async def _drop_pending(self, run: Run) -> None:
         """Clear the tasks a superseded run left pending (LangGraph's ``update_state`` with

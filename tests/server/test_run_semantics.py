@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from langgraph.pregel.remote import RemoteGraph
 from langgraph_sdk import get_client, get_sync_client
-from langgraph_sdk.errors import ConflictError, NotFoundError
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from tests.server import apps
 from tests.server.conftest import LiveServer
@@ -292,3 +292,64 @@ async def test_a_run_that_stops_at_a_human_step_reads_as_langgraphs(sdk: Any) ->
     again = (await sdk.threads.create())["thread_id"]
     waited = await sdk.runs.wait(again, "approval", input={"input": "plan"})
     assert waited["__interrupt__"][0]["value"]["prompt"] == "Approve the plan?"
+
+
+# -- run options -----------------------------------------------------------------------------
+
+
+def _said(done: dict[str, Any]) -> str:
+    return str(done["answer"])
+
+
+async def test_a_run_from_a_checkpoint_edits_or_regenerates_a_turn(sdk: Any) -> None:
+    """The chat UIs' edit (new input from the checkpoint before a turn) and regenerate (input
+    null from the checkpoint before the answer). langgraph-api puts ``checkpoint_id`` into
+    the run's ``configurable``: the graph runs from that checkpoint, a new branch."""
+    thread = (await sdk.threads.create())["thread_id"]
+    await sdk.runs.wait(thread, "chat", input={"input": "hello"})
+    before = (await sdk.threads.get_state(thread))["checkpoint"]["checkpoint_id"]
+    second = await sdk.runs.wait(thread, "chat", input={"input": "again"})
+    assert _said(second) == "turn 2: hello / again"
+    edited = await sdk.runs.wait(thread, "chat", input={"input": "edited"}, checkpoint_id=before)
+    assert _said(edited) == "turn 2: hello / edited"
+    parent = (await sdk.threads.get_state(thread))["parent_checkpoint"]
+    regenerated = await sdk.runs.wait(thread, "chat", input=None, checkpoint=parent)
+    assert _said(regenerated) == "turn 2: hello / edited"
+    state = await sdk.threads.get_state(thread)
+    said = [m["content"] for m in state["values"]["messages"] if m["role"] == "user"]
+    assert said == ["hello", "edited"]  # the first branch's turn is not on this one
+    runs = await sdk.runs.list(thread)
+    assert runs[0]["kwargs"]["checkpoint_id"] == parent["checkpoint_id"]
+    with pytest.raises(NotFoundError, match="no checkpoint"):
+        await sdk.runs.create(thread, "chat", input=None, checkpoint_id="nope")
+    with pytest.raises(UnprocessableEntityError, match="checkpoint_id"):
+        await sdk.runs.create(None, "chat", input={"input": "x"}, checkpoint_id=before)
+
+
+async def test_after_seconds_delays_the_start(sdk: Any) -> None:
+    """langgraph-api stores the run ``pending`` with ``created_at`` moved ``after_seconds``
+    on; its queue takes it then."""
+    thread = (await sdk.threads.create())["thread_id"]
+    run = await sdk.runs.create(thread, "counter", input=USER, after_seconds=1.5)
+    assert run["status"] == "pending" and run["kwargs"]["after_seconds"] == 1.5
+    assert (await sdk.runs.get(thread, run["run_id"]))["status"] == "pending"
+    assert (await sdk.runs.join(thread, run["run_id"]))["answer"] == "4 words"
+    with pytest.raises(UnprocessableEntityError, match="after_seconds"):
+        await sdk.runs.create(thread, "counter", input=USER, after_seconds=-1)
+
+
+async def test_on_completion_delete_removes_a_stateless_runs_thread(sdk: Any) -> None:
+    """langgraph-api: a run without a thread with ``on_completion="delete"`` runs on a
+    temporary thread, deleted when the run ends (its default for ``/runs``; here a stateless
+    run's thread is kept unless asked, as the durable store's runs are read back)."""
+    http = sdk.http.client
+    run = {"assistant_id": "counter", "input": USER, "on_completion": "delete"}
+    done = await http.post("/runs/wait", json=run)
+    assert done.json()["answer"] == "4 words"
+    thread = done.headers["content-location"].split("/")[2]
+    assert (await http.get(f"/threads/{thread}")).status_code == 404
+    kept = await http.post("/runs/wait", json={**run, "on_completion": "keep"})
+    thread = kept.headers["content-location"].split("/")[2]
+    assert (await sdk.threads.get(thread))["values"]["answer"] == "4 words"
+    with pytest.raises(UnprocessableEntityError, match="on_completion"):
+        await sdk.runs.create(thread, "counter", input=USER, on_completion="delete")
