@@ -191,7 +191,7 @@ class RemoteAgent(Node):
         from langgraph_sdk import get_client
 
         # reads unbounded: joining a run waits for its end, which ``timeout`` bounds
-        wait = httpx.Timeout(30.0, read=None)
+        wait = (30.0, None, 30.0, 30.0)  # connect, read, write, pool
         return get_client(url=self.url, api_key=self.api_key(), timeout=wait)
 
     async def _start_run(self, text: str, ident: str) -> dict[str, Any]:
