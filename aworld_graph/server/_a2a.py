@@ -303,14 +303,17 @@ class A2ATasks:
         )
         return task
 
+    def _threads(self) -> list[str]:
+        """The threads the ``runs`` table has runs of."""
+        with self.runs.table.database.read() as tx:
+            return [str(r[0]) for r in tx.all("SELECT DISTINCT thread_id FROM runs")]
+
     async def listed(self, assistant: Assistant, context_id: str) -> list[pb.Task]:
         """The tasks of ``assistant`` (in thread ``context_id`` if given), last updated first."""
         if context_id:
             threads = [context_id]
         else:
-            with self.runs.table.database.read() as tx:
-                found = tx.all("SELECT DISTINCT thread_id FROM runs")
-            threads = [str(r[0]) for r in found]
+            threads = await asyncio.to_thread(self._threads)
         tasks: list[pb.Task] = []
         for thread_id in threads:
             rows = await asyncio.to_thread(self.runs.table.of_thread, thread_id)
