@@ -1,4 +1,11 @@
-"""``aworld-graph serve``: the LangGraph Platform API and the live run page over the store."""
+"""``aworld-graph serve``: the LangGraph Platform API and the live run page over the store.
+
+It serves aworld-graph workflows (``.yaml`` files, or an ``Agent`` or ``Swarm`` by
+``MODULE:ATTR``) and any LangGraph application: a compiled graph, a ``StateGraph`` or a graph
+factory, by ``MODULE:ATTR`` or ``./path/file.py:ATTR``, or every graph of a project's
+``langgraph.json`` (``--config``, or the one in the current folder), read as ``langgraph
+dev`` reads it: its ``graphs``, ``env`` and ``dependencies``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,7 +22,64 @@ from ..errors import ConfigError
 from ..secrets import scrub_text
 from ._app import db_option, main
 
-__all__ = ["serve"]
+__all__ = ["load_served", "serve"]
+
+
+def _load(target: str) -> Any:
+    """What a command-line target serves: a workflow file's swarm, an ``Agent`` or
+    ``Swarm``, or a LangGraph application named after its attribute (or the name it was
+    compiled with)."""
+    from ..server._langgraph_app import load_graph, source_of
+    from .run import load_target
+
+    if target.endswith((".yaml", ".yml")):
+        return load_target(target)
+    obj = load_graph(target, where=target)
+    name = target.rpartition(":")[2]
+    own = getattr(obj, "name", None)
+    if isinstance(own, str) and own and own != "LangGraph" and not callable(obj):
+        name = own  # a graph compiled with a name of its own (name="…") keeps it
+    return source_of(obj, name=name, where=target)
+
+
+def load_served(targets: tuple[str, ...], config: str | None) -> tuple[list[Any], list[str], str]:
+    """The assistants to serve: each target's, and each graph of ``config`` (a
+    ``langgraph.json``; with no target and no config, the one here, else
+    ``workflows/*.yaml``); the lines of targets that could not be loaded; and what was
+    read (for the banner). A problem with the project file is a ConfigError."""
+    from ..server import Assistant
+    from ..server._langgraph_app import CONFIG_FILE, read_project
+
+    if config is None and not targets and Path(CONFIG_FILE).is_file():
+        config = CONFIG_FILE
+    found: list[Any] = []
+    problems: list[str] = []
+    label = ""
+    if config is not None:
+        project = read_project(config)
+        project.apply()
+        for graph_id, spec, source in project.sources():
+            description = project.descriptions.get(graph_id)
+            found.append(
+                Assistant.of(source, target=spec, assistant_id=graph_id, description=description)
+            )
+        label = f" from {project.path}"
+        if project.env:
+            label += f" (env: {len(project.env)} variables set)"
+    elif not targets:
+        targets = tuple(str(p) for p in sorted(Path("workflows").glob("*.yaml")))
+        if not targets:
+            raise ConfigError(
+                f"nothing to serve here: no {CONFIG_FILE} and no workflows/*.yaml; name "
+                "workflow files, MODULE:ATTR or ./file.py:ATTR, or --config langgraph.json"
+            )
+    for target in targets:
+        try:
+            found.append(Assistant.of(_load(target), target=target))
+        except Exception as exc:  # one broken workflow does not stop the others
+            text = str(exc)
+            problems.append(text if text.startswith(target) else f"{target}: {text}")
+    return found, problems, label
 
 
 class _WithTraceback(logging.Handler):
@@ -33,6 +98,14 @@ class _WithTraceback(logging.Handler):
 
 @main.command("serve")
 @click.argument("targets", nargs=-1)
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Serve the graphs of this langgraph.json (its graphs, env and dependencies, as "
+    "langgraph dev reads them). Default, with no TARGETS: ./langgraph.json if there is one.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=int, default=2024, show_default=True, help="Port to bind.")
 @db_option()
@@ -77,6 +150,7 @@ class _WithTraceback(logging.Handler):
 )
 def serve(
     targets: tuple[str, ...],
+    config: str | None,
     host: str,
     port: int,
     db: str | None,
@@ -87,8 +161,10 @@ def serve(
     max_body: int,
     mcp_stdio: bool,
 ) -> None:
-    """Serve TARGETS (workflow .yaml files or MODULE:ATTR; default: workflows/*.yaml) over
-    HTTP: the API that langgraph-sdk and RemoteGraph speak, MCP tools at /mcp, and a run
+    """Serve TARGETS over HTTP: workflow .yaml files, MODULE:ATTR or ./file.py:ATTR (an
+    aworld-graph Agent or Swarm, or any LangGraph graph: compiled, a StateGraph, or a
+    function returning one), and the graphs of --config langgraph.json (default, with no
+    TARGETS: ./langgraph.json, else workflows/*.yaml). Served over the API that langgraph-sdk and RemoteGraph speak, MCP tools at /mcp, and a run
     page at /; with --mcp-stdio, the MCP tools over stdin/stdout instead.
 
     With AWORLD_GRAPH_API_KEY set, every route but /ok and /health needs the key (header
@@ -110,20 +186,18 @@ def serve(
             f"aworld-graph serve needs the 'serve' extra ({exc.name} is missing): "
             "pip install 'aworld-graph[serve]'"
         ) from None
-    from .run import load_target
-
     api_key = os.environ.get(API_KEY_ENV) or None
     check_bind(host, api_key, insecure=insecure)
     hosts = host_names(host, allowed_hosts)
-    if not targets:
-        targets = tuple(str(p) for p in sorted(Path("workflows").glob("*.yaml")))
-        if not targets:
-            raise ConfigError("no workflows/*.yaml here; name workflow files or MODULE:ATTR")
-    assistants, problems = Assistants.load(targets, load_target)
+    found, problems, label = load_served(targets, config)
     for line in problems:
         click.echo(f"not served: {line}", err=True)
-    if not list(assistants):
+    if not found:
         raise ConfigError("none of the workflows could be loaded (see above)")
+    try:
+        assistants = Assistants(found)
+    except ValueError as exc:  # two targets under one name
+        raise ConfigError(f"{exc}; serve one of them, or rename it") from None
     app = create_app(
         assistants,
         store=db,
@@ -138,7 +212,8 @@ def serve(
         anyio.run(serve_mcp_stdio, app)
         return
     names = ", ".join(a.assistant_id for a in assistants)
-    click.echo(f"serving {names} on http://{host}:{port} (store: {app.state.server.saver.label})")
+    store = app.state.server.saver.label
+    click.echo(f"serving {names}{label} on http://{host}:{port} (store: {store})")
     errors = logging.getLogger("aworld_graph.server")
     handler = _WithTraceback(logging.ERROR)
     errors.addHandler(handler)

@@ -6,8 +6,10 @@ server, the Ray workers, meta-learning and the CLI all go through it::
     async with GraphRun(task, saver) as run:
         response = await run.drive()                # or run.step(), run.stream(), drive(resume=…)
 
-A :data:`GraphSource` is what runs (a swarm, or a lone agent as :func:`as_source` wraps it);
-:func:`built` is its graph, built once per process. A run reports what happens as typed
+A :data:`GraphSource` is what runs (a swarm, a lone agent as :func:`as_source` wraps it, or
+a LangGraph application, :class:`LangGraphApp`: a compiled graph, a ``StateGraph`` or a
+factory, run with its own state and input); :func:`built` is its graph, built once per
+process. A run reports what happens as typed
 events (:mod:`aworld_graph.run.events`, re-exported here).
 
 (The class is ``GraphRun``, not ``Run``: ``Run`` already names a stored run read back from a
@@ -16,16 +18,20 @@ store, :class:`aworld_graph.trajectory.Run`.)
 
 from __future__ import annotations
 
-from ..swarm.graph import BuiltGraph, GraphSource, SingleAgent, as_source
+from ..swarm.graph import BuiltGraph, GraphSource, LangGraphApp, SingleAgent, as_source
+from ._app import AppGraph
 from ._graph_run import Done, GraphRun, built
 from ._response import pending_nodes
 from .events import (
     AgentEvent,
     Answer,
+    AppEvent,
     CriticScore,
+    Custom,
     EventSink,
     Handoff,
     LlmCall,
+    Message,
     NodeEnd,
     NodeStart,
     RunEvent,
@@ -40,14 +46,19 @@ from .events import (
 __all__ = [
     "AgentEvent",
     "Answer",
+    "AppEvent",
+    "AppGraph",
     "BuiltGraph",
     "CriticScore",
+    "Custom",
     "Done",
     "EventSink",
     "GraphRun",
     "GraphSource",
     "Handoff",
+    "LangGraphApp",
     "LlmCall",
+    "Message",
     "NodeEnd",
     "NodeStart",
     "RunEvent",

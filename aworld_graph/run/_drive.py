@@ -24,6 +24,7 @@ from ..config import DEFAULT_MAX_STEPS
 from ..errors import ThreadBusy
 from ..swarm.graph import BuiltGraph
 from ..task import Task, TaskResponse
+from ._app import AppGraph, drive_app
 from ._response import no_new_turn, pending_nodes, respond
 from .events import AgentEvent, EventSink
 
@@ -87,8 +88,17 @@ async def drive(
     events: EventSink | None = None,
     states: bool = False,
     new_turn: bool = False,
+    input: Any = None,
+    config: RunnableConfig | None = None,
+    context: Any = None,
 ) -> tuple[TaskResponse, dict[str, Any]]:
     """Run ``task`` (one superstep if ``one_step``); returns the response and the last updates.
+
+    A LangGraph application (:class:`~aworld_graph.swarm.graph.LangGraphApp`) is driven by
+    :func:`~._app.drive_app`: ``input`` is its input as the client gave it, ``config`` and
+    ``context`` the caller's. A swarm or an agent starts from ``task.input``; ``config``'s
+    ``configurable`` entries are added under the run's own and ``context`` is LangGraph's
+    runtime context.
 
     A thread whose last run finished is read back, unless ``new_turn``: then ``task.input``
     starts a new turn of its conversation (the user message is appended to its messages, the
@@ -103,14 +113,32 @@ async def drive(
     A saver that can (``TrajectorySaver.ahold``) lets this run alone write its thread; when
     another process or worker runs it now, the response says so (``success=False``) and
     nothing is written."""
+
+    async def run() -> tuple[TaskResponse, dict[str, Any]]:
+        if isinstance(graph, AppGraph):
+            return await drive_app(
+                task,
+                graph,
+                checkpointer,
+                one_step=one_step,
+                resume=resume,
+                events=events,
+                states=states,
+                new_turn=new_turn,
+                input=input,
+                config=config,
+                context=context,
+            )
+        return await _drive(
+            task, graph, checkpointer, one_step, resume, events, states, new_turn, config, context
+        )
+
     hold = getattr(checkpointer, "ahold", None)
     if hold is None:
-        return await _drive(task, graph, checkpointer, one_step, resume, events, states, new_turn)
+        return await run()
     try:
         async with hold(task.id):
-            return await _drive(
-                task, graph, checkpointer, one_step, resume, events, states, new_turn
-            )
+            return await run()
     except ThreadBusy as exc:
         if exc.thread_id != task.id:
             raise
@@ -130,10 +158,14 @@ async def _drive(
     events: EventSink | None,
     states: bool = False,
     new_turn: bool = False,
+    overlay: RunnableConfig | None = None,
+    context: Any = None,
 ) -> tuple[TaskResponse, dict[str, Any]]:
     started = time.perf_counter()
     compiled = graph.compile(checkpointer)
     config = run_config(task, graph)
+    if overlay and overlay.get("configurable"):  # the caller's entries, under the run's own
+        config["configurable"] = {**overlay["configurable"], **config["configurable"]}
     snapshot = (
         None if task.new_thread else await compiled.aget_state(config)
     )
@@ -197,6 +229,7 @@ async def _drive(
             payload,
             config,
             stream_mode=modes,
+            context=context,
             interrupt_after="*" if one_step else None,
             durability="sync",  # a step's checkpoint is on disk before the next step starts
         ):

@@ -25,8 +25,9 @@ from ..config import DEFAULT_MAX_STEPS, TaskConfig
 from ..errors import DefinitionError
 from ..swarm import Swarm
 from ..swarm.compile import compile_agent, compile_swarm
-from ..swarm.graph import BuiltGraph, GraphSource, as_source
+from ..swarm.graph import BuiltGraph, GraphSource, LangGraphApp, as_source
 from ..task import Task, TaskResponse
+from ._app import AppGraph, app_config, respond_app
 from ._drive import drive, run_config
 from ._response import respond
 from .events import EventSink, RunEvent
@@ -51,11 +52,12 @@ def built(source: GraphSource) -> BuiltGraph:
     """The :class:`BuiltGraph` of ``source``, built once per source. Reading its ``info``,
     drawing it or compiling it to read a thread needs no :class:`GraphRun`; running it does."""
     if source not in _built:
-        _built[source] = (
-            compile_swarm(source, sub_run)
-            if isinstance(source, Swarm)
-            else compile_agent(source.agent)
-        )
+        if isinstance(source, LangGraphApp):
+            _built[source] = AppGraph(source)
+        elif isinstance(source, Swarm):
+            _built[source] = compile_swarm(source, sub_run)
+        else:
+            _built[source] = compile_agent(source.agent)
     return _built[source]
 
 
@@ -121,7 +123,10 @@ class GraphRun:
     def config(self) -> RunnableConfig:
         """The LangGraph config of the task's run: its thread, limits and metadata (a new
         dict each time)."""
-        return run_config(self.task, self.built)
+        graph = self.built
+        if isinstance(graph, AppGraph):
+            return app_config(self.task, graph)
+        return run_config(self.task, graph)
 
     async def drive(
         self,
@@ -130,6 +135,9 @@ class GraphRun:
         new_turn: bool = False,
         events: EventSink | None = None,
         states: bool = False,
+        input: Any = None,
+        config: RunnableConfig | None = None,
+        context: Any = None,
     ) -> TaskResponse:
         """Run the task on its thread until it ends, is interrupted or fails.
 
@@ -139,6 +147,13 @@ class GraphRun:
         ``resume`` answers a pending interrupt. ``events`` receives the run's events as they
         happen (with ``states``, also each superstep's updates and each saved checkpoint).
         A thread another process runs now is not touched: the response has status ``busy``.
+
+        A LangGraph application (:class:`~aworld_graph.swarm.graph.LangGraphApp`) takes
+        ``input`` as it is, as LangGraph runs it (a string: a user message), else
+        ``task.input`` as a user message; its events are its own stream's
+        (:data:`~.events.AppEvent`). ``config`` is the caller's LangGraph config (an app's
+        ``configurable``, ``tags``, ``recursion_limit``…; a swarm takes its ``configurable``
+        entries under the run's own) and ``context`` LangGraph's runtime context.
         """
         response, _ = await drive(
             self.task,
@@ -148,6 +163,9 @@ class GraphRun:
             events=events,
             states=states,
             new_turn=new_turn,
+            input=input,
+            config=config,
+            context=context,
         )
         return response
 
@@ -156,7 +174,13 @@ class GraphRun:
         return await drive(self.task, self.built, self.store, one_step=True)
 
     async def stream(
-        self, *, resume: Any = None, new_turn: bool = False
+        self,
+        *,
+        resume: Any = None,
+        new_turn: bool = False,
+        input: Any = None,
+        config: RunnableConfig | None = None,
+        context: Any = None,
     ) -> AsyncIterator[RunEvent | Done]:
         """:meth:`drive`, yielding the run's events as they happen and :class:`Done` last.
 
@@ -170,7 +194,14 @@ class GraphRun:
         async def work() -> None:
             nonlocal response
             try:
-                response = await self.drive(resume=resume, new_turn=new_turn, events=put)
+                response = await self.drive(
+                    resume=resume,
+                    new_turn=new_turn,
+                    events=put,
+                    input=input,
+                    config=config,
+                    context=context,
+                )
             finally:
                 queue.put_nowait(None)
 
@@ -203,6 +234,8 @@ class GraphRun:
         ``started``: the ``time.perf_counter()`` its ``time_cost`` counts from (default: now).
         """
         since = time.perf_counter() if started is None else started
+        if isinstance(self.built, AppGraph):
+            return await respond_app(self.task, self.graph, self.config, started=since, error=error)
         return await respond(self.task, self.graph, self.config, started=since, error=error)
 
 

@@ -11,7 +11,10 @@ types let a reader narrow on the tag (``if event["event"] == "token": event["tex
 * :data:`StepEvent` – with ``states=True`` the sink also gets what each superstep wrote
   (:class:`Update`) and each saved checkpoint (:class:`State`);
 * :class:`CriticScore` – the server's ``custom`` event for a critic's verdict, read from an
-  :class:`Update`.
+  :class:`Update`;
+* :data:`AppEvent` – what a LangGraph application (:class:`~aworld_graph.run.LangGraphApp`)
+  streams besides its updates and checkpoints: its chat models' messages (:class:`Message`)
+  and what its nodes write to the stream (:class:`Custom`), as LangGraph gives them.
 
 This module imports nothing of the house, so the nodes that write events can name their
 types without importing the run loop. (:class:`~aworld_graph.run.Done`, which carries a
@@ -28,10 +31,13 @@ from langgraph.types import CheckpointPayload
 __all__ = [
     "AgentEvent",
     "Answer",
+    "AppEvent",
     "CriticScore",
+    "Custom",
     "EventSink",
     "Handoff",
     "LlmCall",
+    "Message",
     "NodeEnd",
     "NodeStart",
     "RunEvent",
@@ -169,10 +175,33 @@ class State(TypedDict):
     """Its ``values``, ``next``, ``config``, ``metadata``, ``parent_config`` and ``tasks``."""
 
 
+class Message(TypedDict):
+    """A LangGraph application's message, as its ``messages`` stream mode gives it: a chunk of
+    a chat model's reply as it streams, or a whole message a node returned."""
+
+    event: Literal["message"]
+    message: Any
+    """The LangChain message (an ``AIMessageChunk`` while a model streams)."""
+    metadata: dict[str, Any]
+    """Where it comes from (``langgraph_node``, ``langgraph_step``, the model's tags…)."""
+
+
+class Custom(TypedDict):
+    """What a LangGraph application's node wrote to the stream (``get_stream_writer()``), as
+    it is."""
+
+    event: Literal["custom"]
+    data: Any
+    """The value written."""
+
+
 AgentEvent: TypeAlias = Token | LlmCall | ToolCall | Handoff | Answer | ServerUnavailable
 """What the agent runtime writes from inside a node."""
 
-RunEvent: TypeAlias = NodeStart | NodeEnd | AgentEvent
+AppEvent: TypeAlias = Message | Custom
+"""What a LangGraph application's run streams besides its updates and checkpoints."""
+
+RunEvent: TypeAlias = NodeStart | NodeEnd | AgentEvent | AppEvent
 """What a run's sink receives."""
 
 StepEvent: TypeAlias = Update | State

@@ -86,6 +86,7 @@ class ServerApp:
         self.api_key = api_key or None
         self.max_body = max_body
         self.body_timeout = body_timeout
+        assistants.keep_in(saver)  # created assistants live in the store
         self.runs = RunManager(saver)
         self.threads = Threads(saver, assistants, self.runs)
         self.store = ItemStore(saver.database)

@@ -29,6 +29,17 @@ CSP = (
 """The page may talk to this server only."""
 
 
+def _drawn(assistant: Assistant) -> None:
+    """A 422 for a LangGraph application: the page draws aworld-graph workflows."""
+    if assistant.is_app:
+        raise ApiError(
+            422,
+            "not_a_workflow",
+            f"{assistant.assistant_id} is a LangGraph application: the page draws aworld-graph "
+            f"workflows; its graph is GET /assistants/{assistant.assistant_id}/graph",
+        )
+
+
 class PageRoutes:
     def __init__(self, app: App) -> None:
         self.app = app
@@ -56,6 +67,7 @@ class PageRoutes:
     async def view(self, request: Request) -> Response:
         """``{"svg", "data"}``: the topology drawing and its nodes, edges and cards."""
         assistant = self.app.assistants.get(request.path_params["assistant_id"])
+        _drawn(assistant)
         data = page_data(view_of(assistant.source))
         return self.app.json({"svg": self._svg(assistant), "data": clean(data)})
 
@@ -69,6 +81,7 @@ class PageRoutes:
             if not await threads.exists(thread_id):
                 raise threads.not_found(thread_id)
             raise ApiError(409, "unknown_workflow", f"thread {thread_id} ran no served workflow")
+        _drawn(assistant)
         thread = await threads.get(thread_id)
         if not thread["values"]:
             return self.app.json(

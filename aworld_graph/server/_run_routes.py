@@ -21,7 +21,7 @@ from starlette.responses import Response, StreamingResponse
 from ._input import RunCreate, query_count, validate
 from ._runs import STREAM_MODES, Run, event_name, run_json
 from ._webhooks import check_webhook
-from ._wire import ApiError, clean, input_text, sse
+from ._wire import ApiError, clean, sse
 
 if TYPE_CHECKING:
     from ._app import App, Rows
@@ -33,7 +33,6 @@ _STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 _UNSERVED = {
     "interrupt_before": "put a human step (Human) in the workflow where a run should wait",
     "interrupt_after": "put a human step (Human) in the workflow where a run should wait",
-    "context": "put the values into the state's context (input or POST /threads/THREAD/state)",
 }
 """Run options of LangGraph's API this server does not serve: asked for, they are a 422 that
 says what to do instead, never silently ignored."""
@@ -127,7 +126,7 @@ class RunRoutes:
             raise ApiError(422, "invalid_command", 'command must be an object like {"resume": ...}')
         if any(v not in (None, (), [], {}) for k, v in command.items() if k != "resume"):
             raise ApiError(422, "invalid_command", "only command={'resume': ...} is supported")
-        text = input_text(body.get("input"))
+        text = assistant.run_input(body)  # its input's text; config and context checked
         has_resume = "resume" in command
         if has_resume and text is not None:
             raise ApiError(422, "invalid_run", "send either input or command, not both")
@@ -169,7 +168,8 @@ class RunRoutes:
             multitask_strategy=strategy,
             metadata=dict(metadata),
             kwargs={
-                k: body.get(k) for k in ("input", "command", "stream_mode", "config", "webhook")
+                k: body.get(k)
+                for k in ("input", "command", "stream_mode", "config", "context", "webhook")
             },
             check=later if deferred else None,
             new_thread=new,

@@ -46,9 +46,10 @@ from ..config import TaskConfig
 from ..run import CriticScore, GraphRun, RunEvent, StepEvent, built, pending_nodes
 from ..task import Task
 from ._assistants import Assistant
+from ._langgraph_app import MessageParts
 from ._run_table import RunTable
 from ._webhooks import Webhooks
-from ._wire import ApiError, clean, input_text, now
+from ._wire import ApiError, clean, now
 
 __all__ = [
     "KEEP_FINISHED",
@@ -221,6 +222,7 @@ class _Sink:
         self.partial: dict[str, str] = {}
         self.ids: dict[str, str] = {}
         self.wants = {m: event_name(m, run.modes) is not None for m in _PARTS}
+        self.messages = MessageParts()  # a LangGraph application's messages stream
 
     def _message_id(self, agent: str) -> str:
         return self.ids.setdefault(agent, f"run-{self.run.run_id}-{uuid.uuid4().hex[:8]}")
@@ -257,6 +259,13 @@ class _Sink:
             if wants[mode]:
                 feed.append(mode, clean(data))
 
+        if event["event"] == "custom":  # what a LangGraph application wrote, as it is
+            put("custom", event["data"])
+            return
+        if event["event"] == "message":  # a LangGraph application's chat-model messages
+            for mode, data in self.messages.parts(event["message"], event["metadata"]):
+                put(mode, data)
+            return
         put("custom", event)
         if event["event"] == "token":
             agent = event["agent"]
@@ -478,7 +487,7 @@ class RunManager:
             has_resume = isinstance(command, dict) and "resume" in command
             try:
                 assistant = assistant_of(str(row["assistant_id"]))
-                text = input_text(kwargs.get("input"))
+                text = assistant.text_of(kwargs.get("input"))
             except ApiError as exc:
                 error = {"error": exc.code, "message": exc.message}
                 await self.table.set_status(run_id, "error", now(), error)
@@ -643,6 +652,7 @@ class RunManager:
                 events=_Sink(run),
                 states=True,
                 new_turn=text is not None,  # new input on a finished thread: its next turn
+                **run.assistant.run_options(run.run_id, run.thread_id, run.kwargs),
             )
         if run.values is None or response.status not in ("finished", "interrupted"):
             run.values = clean(response.state or {})

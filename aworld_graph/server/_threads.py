@@ -309,21 +309,21 @@ class Threads:
         if values is not None and not isinstance(values, Mapping):
             raise ApiError(422, "invalid_values", "values must be an object of state fields")
         values = dict(values or {})
-        if "messages" in values:
-            values["messages"] = to_messages(values["messages"], "values.messages")
         checkpoint_id = body.get("checkpoint_id") or (body.get("checkpoint") or {}).get(
             "checkpoint_id"
         )
         compiled = await self._graph(thread_id)
         assistant = await self.assistant_of(thread_id)
         assert assistant is not None
+        if "messages" in values and not assistant.is_app:  # an app takes its own messages
+            values["messages"] = to_messages(values["messages"], "values.messages")
         try:
-            if body.get("as_node"):
+            if body.get("as_node") or assistant.is_app:  # an app's edit is LangGraph's own
                 base = await compiled.aget_state(_config(thread_id, checkpoint_id))
                 # the edit keeps the thread's metadata and its assistant, as a run's steps do
                 kept = {k: v for k, v in (base.metadata or {}).items() if k not in _STORED_ONLY}
                 edit = cast(RunnableConfig, {**base.config, "metadata": kept | stamp(assistant)})
-                config = await compiled.aupdate_state(edit, values, as_node=body["as_node"])
+                config = await compiled.aupdate_state(edit, values, as_node=body.get("as_node"))
             else:
                 await Runners.fork(
                     thread_id,

@@ -44,7 +44,7 @@ def test_bad_requests_get_clear_json_errors(serve: Callable[..., LiveServer]) ->
             http.post("/runs/wait", json={"assistant_id": "nope"}), 404, "no assistant 'nope'"
         )
         _json_error(http.get("/no/such/route"), 404, "no route GET /no/such/route")
-        _json_error(http.delete("/assistants/search"), 405, "DELETE is not served")
+        _json_error(http.put("/assistants/search"), 405, "PUT is not served")
         thread = http.post("/threads", json={}).json()["thread_id"]
         run = {
             "assistant_id": "counter",

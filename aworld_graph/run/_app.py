@@ -1,0 +1,269 @@
+"""A LangGraph application on the run seam: its graph on a store (:class:`AppGraph`), the loop
+that drives it (:func:`drive_app`) and its response (:func:`respond_app`).
+
+An application keeps its own state schema, input and stream: the loop passes the client's
+input to the graph as it is (a bare string becomes a user message: ``{"messages": [...]}``),
+answers an interrupt with ``Command(resume=...)``, continues a stopped thread with ``None``,
+and hands the sink LangGraph's own stream parts (updates, checkpoints, chat-model messages,
+custom writes). It runs on the store's checkpointer, as LangGraph's server runs a graph on its
+own: a checkpointer the graph was compiled with is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import DEFAULT_RECURSION_LIMIT
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import GraphRecursionError
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.pregel import Pregel
+from langgraph.types import CheckpointPayload, Command, StreamMode
+
+from ..swarm.graph import BuiltGraph, LangGraphApp
+from ..task import Task, TaskResponse
+from ._response import _asked, pending_nodes
+from .events import EventSink
+
+__all__ = ["AppGraph", "app_config", "drive_app", "respond_app"]
+
+_OWN_METADATA = ("source", "step", "parents", "writes")
+
+
+class AppGraph(BuiltGraph):
+    """A :class:`LangGraphApp`'s graph: compiled as its author made it, bound per store.
+
+    A factory is called once here with an empty config (the graph that threads are read and
+    drawn with), and again for each run with the run's config (:meth:`compile` with
+    ``config``)."""
+
+    def __init__(self, app: LangGraphApp) -> None:
+        self.app = app
+        self.default = app.make(None)
+        """The graph as made without a run (a factory's, called with an empty config)."""
+        super().__init__(
+            graph=None,
+            entry="",
+            info={"name": app.name, "kind": "langgraph"},
+        )
+
+    def _bind(
+        self, graph: Pregel[Any, Any, Any, Any], checkpointer: BaseCheckpointSaver[Any] | None
+    ) -> CompiledStateGraph[Any, Any, Any, Any]:
+        update: dict[str, Any] = {"checkpointer": checkpointer}
+        if graph.name == "LangGraph":
+            update["name"] = self.app.name
+        # a Pregel of the functional API is not a CompiledStateGraph; both run alike here
+        return cast(CompiledStateGraph[Any, Any, Any, Any], graph.copy(update=update))
+
+    def compile(
+        self, checkpointer: BaseCheckpointSaver[Any] | None, config: RunnableConfig | None = None
+    ) -> CompiledStateGraph[Any, Any, Any, Any]:
+        """The graph on ``checkpointer``; a factory's made for ``config`` when given (not
+        cached), else the one made without a run (cached per checkpointer)."""
+        if config is not None and self.app.factory:
+            return self._bind(self.app.make(config), checkpointer)
+        key = id(checkpointer)
+        if key not in self._compiled:
+            self._compiled[key] = self._bind(self.default, checkpointer)
+        return self._compiled[key]
+
+
+def app_config(
+    task: Task, graph: AppGraph, overlay: RunnableConfig | None = None
+) -> RunnableConfig:
+    """The LangGraph config of a run of an application: ``overlay`` (the caller's config:
+    its ``configurable``, ``tags``, ``recursion_limit``…) with the task's thread and metadata
+    on top. The recursion limit is the overlay's, else ``task.conf.max_steps``, else
+    LangGraph's default."""
+    given: dict[str, Any] = dict(overlay or {})
+    meta: dict[str, Any] = {
+        k: v for k, v in graph.info.items() if isinstance(v, (str, int, float, bool))
+    }
+    meta.update({"task_id": task.id, "task_name": task.name})
+    if task.session_id:
+        meta["session_id"] = task.session_id
+    meta.update({k: v for k, v in task.metadata.items() if isinstance(v, (str, int, float, bool))})
+    configurable = {**dict(given.get("configurable") or {}), "thread_id": task.id}
+    for key in ("checkpoint_id", "checkpoint_ns", "checkpoint_map"):
+        configurable.pop(key, None)  # a run goes on from the thread's latest checkpoint
+    limit = given.get("recursion_limit") or task.conf.max_steps or DEFAULT_RECURSION_LIMIT
+    config = {
+        **given,
+        "configurable": configurable,
+        "metadata": {**dict(given.get("metadata") or {}), **meta},
+        "recursion_limit": int(limit),
+    }
+    return cast(RunnableConfig, config)
+
+
+def _payload(task: Task, input: Any, resume: Any, fresh: bool, new_turn: bool) -> Any:
+    if resume is not None:
+        return Command(resume=resume)
+    if isinstance(input, str):
+        input = {"messages": [{"role": "user", "content": input}]}
+    if input is not None:
+        return input
+    if (fresh or new_turn) and task.input:
+        return {"messages": [{"role": "user", "content": task.input}]}
+    return None  # go on from the thread's last checkpoint
+
+
+async def drive_app(
+    task: Task,
+    graph: AppGraph,
+    checkpointer: BaseCheckpointSaver[Any],
+    *,
+    one_step: bool = False,
+    resume: Any = None,
+    events: EventSink | None = None,
+    states: bool = False,
+    new_turn: bool = False,
+    input: Any = None,
+    config: RunnableConfig | None = None,
+    context: Any = None,
+) -> tuple[TaskResponse, dict[str, Any]]:
+    """Run ``task``'s application on its thread (one superstep if ``one_step``); the
+    response and the last updates. ``input`` is the graph's input as the client gave it
+    (else ``task.input`` as a user message on a fresh thread or a new turn; else the thread
+    goes on); ``config`` and ``context`` are the caller's (a factory is called with the
+    run's config). ``events`` receives :class:`~.events.Message` and :class:`~.events.Custom`
+    events, and with ``states`` each superstep's updates and each saved checkpoint."""
+    started = time.perf_counter()
+    run_conf = app_config(task, graph, config)
+    compiled = graph.compile(checkpointer, run_conf)
+    snapshot = None if task.new_thread else await compiled.aget_state(run_conf)
+    task.new_thread = False
+    if snapshot is not None and snapshot.metadata:  # a continued run keeps what it recorded
+        kept = {k: v for k, v in snapshot.metadata.items() if k not in _OWN_METADATA}
+        run_conf["metadata"] = {**kept, **(run_conf.get("metadata") or {})}
+    fresh = snapshot is None or (not snapshot.values and not pending_nodes(snapshot))
+    payload = _payload(task, input, resume, fresh, new_turn)
+    modes: list[StreamMode] = ["updates", "checkpoints"]
+    if events is not None:
+        modes += ["custom", "messages"]
+    updates: dict[str, Any] = {}
+    error: str | None = None
+    last: CheckpointPayload[dict[str, Any]] | None = None
+
+    async def loop() -> None:
+        nonlocal last
+        mode: str
+        chunk: Any
+        async for mode, chunk in compiled.astream(
+            payload,
+            run_conf,
+            stream_mode=modes,
+            context=context,
+            interrupt_after="*" if one_step else None,
+            durability="sync",  # a step's checkpoint is on disk before the next step starts
+        ):
+            if mode == "updates":
+                if isinstance(chunk, dict):
+                    updates.update(chunk)
+                    if states and events is not None and chunk:
+                        events({"event": "update", "updates": chunk})
+            elif mode == "checkpoints":
+                last = cast(CheckpointPayload[dict[str, Any]], chunk)
+                if states and events is not None:
+                    events({"event": "state", "checkpoint": last})
+            elif events is None:
+                continue
+            elif mode == "messages":
+                message, metadata = chunk
+                events({"event": "message", "message": message, "metadata": dict(metadata)})
+            elif mode == "custom":
+                events({"event": "custom", "data": chunk})
+
+    try:
+        if task.conf.timeout:
+            await asyncio.wait_for(loop(), task.conf.timeout)
+        else:
+            await loop()
+    except GraphRecursionError:
+        error = (
+            "GraphRecursionError: the run reached its recursion limit "
+            f"(recursion_limit={run_conf.get('recursion_limit')}) without ending; raise it "
+            "in the run's config"
+        )
+    except TimeoutError:
+        error = f"the run timed out after {task.conf.timeout}s"
+    except Exception as exc:  # recorded and reported; the thread stays resumable
+        error = f"{type(exc).__name__}: {exc}"
+    finished = last if (error is None and last is not None and not last["next"]) else None
+    response = await respond_app(
+        task, compiled, run_conf, started=started, error=error, finished=finished
+    )
+    return response, updates
+
+
+def _answer(values: dict[str, Any]) -> str | None:
+    """The text of the last message, when the state has messages and the last is the AI's."""
+    messages = values.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return None
+    last = messages[-1]
+    if isinstance(last, dict):
+        kind, content = last.get("type") or last.get("role"), last.get("content")
+    else:
+        kind, content = getattr(last, "type", None), getattr(last, "content", None)
+    if kind not in ("ai", "assistant", "AIMessageChunk"):
+        return None
+    if isinstance(content, list):  # content blocks
+        content = "".join(
+            str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content
+        )
+    return content if isinstance(content, str) else None
+
+
+async def respond_app(
+    task: Task,
+    graph: CompiledStateGraph[Any, Any, Any, Any],
+    config: RunnableConfig,
+    *,
+    started: float,
+    error: str | None = None,
+    finished: CheckpointPayload[dict[str, Any]] | None = None,
+) -> TaskResponse:
+    """An application's thread read back as a :class:`TaskResponse`: its status (``error``,
+    ``interrupted``, ``running`` while nodes are due, else ``finished``), its interrupts,
+    its values as the state, and as the answer the last AI message's text when it has
+    messages. It has no AWorld trajectory."""
+    if finished is not None:
+        values: dict[str, Any] = dict(finished["values"] or {})
+        head = (finished["config"] or {}).get("configurable", {}).get("checkpoint_id")
+        tasks: list[Any] = []
+        pending: list[Any] = []
+        due = False
+    else:
+        snapshot = await graph.aget_state(config)
+        values = dict(snapshot.values or {})
+        head = (snapshot.config or {}).get("configurable", {}).get("checkpoint_id")
+        tasks, pending = list(snapshot.tasks), list(snapshot.interrupts)
+        due = bool(pending_nodes(snapshot))
+    failed = [t for t in tasks if t.error is not None]
+    interrupts = [{"id": i.id, "value": i.value} for i in pending]
+    if error or failed:
+        status = "error"
+        msg: str | None = error or (
+            failed[0].error if isinstance(failed[0].error, str) else repr(failed[0].error)
+        )
+    elif interrupts:
+        status, msg = "interrupted", _asked(interrupts[0]["value"], task.id)
+    else:
+        status, msg = ("running" if due else "finished"), None
+    return TaskResponse(
+        id=task.id,
+        answer=_answer(values),
+        success=status == "finished",
+        msg=msg,
+        time_cost=time.perf_counter() - started,
+        status=status,
+        thread_id=task.id,
+        checkpoint_id=head,
+        interrupts=interrupts,
+        state=values,
+    )
