@@ -126,6 +126,23 @@ def garbage_url() -> Iterator[str]:
         yield server.url
 
 
+@pytest.fixture
+def silent_url() -> Iterator[str]:
+    """A server that takes every request and never answers (until the test ends)."""
+    done = threading.Event()
+
+    async def silent(request: Any) -> PlainTextResponse:
+        await asyncio.to_thread(done.wait, 60)
+        return PlainTextResponse("too late")
+
+    app = Starlette(routes=[Route("/{path:path}", silent, methods=["GET", "POST"])])
+    with LiveServer(app) as server:
+        try:
+            yield server.url
+        finally:
+            done.set()
+
+
 def _gone_url() -> str:
     return f"http://127.0.0.1:{_free_port()}"  # nothing listens there any more
 
@@ -218,6 +235,17 @@ async def test_garbage_and_gone_are_tool_errors_naming_the_agent(
         message = str(response.msg)
         assert "ToolError" in message and f"remote agent 'peer' ({url})" in message
         assert "sending failed" in message and "Traceback" not in message
+
+
+@pytest.mark.parametrize("protocol", ["a2a", "langgraph"])
+async def test_a_remote_that_never_answers_the_sending_is_a_tool_error(
+    silent_url: str, saver: TrajectorySaver, protocol: str
+) -> None:
+    extra = {"assistant_id": "counter"} if protocol == "langgraph" else {}
+    swarm = Swarm(RemoteAgent(name="mute", url=silent_url, timeout=0.5, **extra))
+    response = await Runners.run("hello?", swarm=swarm, checkpointer=saver)
+    assert response.status == "error"
+    assert "no answer within 0.5 s (sending it did not finish)" in str(response.msg)
 
 
 async def test_a_failed_remote_task_is_a_tool_error(

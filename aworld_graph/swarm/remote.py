@@ -121,14 +121,15 @@ class RemoteAgent(Node):
         seed = f"{conf.get('thread_id')}|{conf.get('checkpoint_ns', '')}|{step}|{self.name}"
         ident = str(uuid.uuid5(_IDS, seed))
         started = time.monotonic()
-        sent = await _send(self, text, ident)  # saved before the wait: a resume joins it
+        sent: dict[str, Any] = {}
         try:
             async with asyncio.timeout(self.timeout):
+                sent = await _send(self, text, ident)  # saved before the wait: a resume joins it
                 answer = await self._answer(sent)
         except TimeoutError:
+            where = f"remote {_named(sent)}" if sent else "sending it did not finish"
             raise self._failure(
-                f"no answer within {self.timeout:g} s (remote {_named(sent)}); resume the run "
-                "to wait for it again"
+                f"no answer within {self.timeout:g} s ({where}); resume the run to try again"
             ) from None
         record: TraceRecord = {
             "kind": "remote",
