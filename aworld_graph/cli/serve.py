@@ -29,7 +29,7 @@ def _load(target: str) -> Any:
     """What a command-line target serves: a workflow file's swarm, an ``Agent`` or
     ``Swarm``, or a LangGraph application named after its attribute (or the name it was
     compiled with)."""
-    from ..server._langgraph_app import load_graph, source_of
+    from ..server import load_graph, source_of
     from .run import load_target
 
     if target.endswith((".yaml", ".yml")):
@@ -47,8 +47,7 @@ def load_served(targets: tuple[str, ...], config: str | None) -> tuple[list[Any]
     ``langgraph.json``; with no target and no config, the one here, else
     ``workflows/*.yaml``); the lines of targets that could not be loaded; and what was
     read (for the banner). A problem with the project file is a ConfigError."""
-    from ..server import Assistant
-    from ..server._langgraph_app import CONFIG_FILE, read_project
+    from ..server import CONFIG_FILE, Assistant, read_project
 
     if config is None and not targets and Path(CONFIG_FILE).is_file():
         config = CONFIG_FILE

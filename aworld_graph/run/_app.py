@@ -11,21 +11,19 @@ own: a checkpointer the graph was compiled with is replaced.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import DEFAULT_RECURSION_LIMIT
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import CheckpointPayload, Command, StreamMode
 
 from ..swarm.graph import BuiltGraph, LangGraphApp
 from ..task import Task, TaskResponse
-from ._response import _asked, pending_nodes
+from ._response import _asked, pending_nodes, run_loop
 from .events import EventSink
 
 __all__ = ["AppGraph", "app_config", "drive_app", "respond_app"]
@@ -178,21 +176,12 @@ async def drive_app(
             elif mode == "custom":
                 events({"event": "custom", "data": chunk})
 
-    try:
-        if task.conf.timeout:
-            await asyncio.wait_for(loop(), task.conf.timeout)
-        else:
-            await loop()
-    except GraphRecursionError:
-        error = (
-            "GraphRecursionError: the run reached its recursion limit "
-            f"(recursion_limit={run_conf.get('recursion_limit')}) without ending; raise it "
-            "in the run's config"
-        )
-    except TimeoutError:
-        error = f"the run timed out after {task.conf.timeout}s"
-    except Exception as exc:  # recorded and reported; the thread stays resumable
-        error = f"{type(exc).__name__}: {exc}"
+    over = (
+        "GraphRecursionError: the run reached its recursion limit "
+        f"(recursion_limit={run_conf.get('recursion_limit')}) without ending; raise it in "
+        "the run's config"
+    )
+    error = await run_loop(loop, task.conf.timeout, over)
     finished = last if (error is None and last is not None and not last["next"]) else None
     response = await respond_app(
         task, compiled, run_conf, started=started, error=error, finished=finished

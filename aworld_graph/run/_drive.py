@@ -8,13 +8,11 @@ goes, and then builds the :class:`~aworld_graph.task.TaskResponse`
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import CheckpointPayload, Command, StreamMode
 
@@ -25,7 +23,7 @@ from ..errors import ThreadBusy
 from ..swarm.graph import BuiltGraph
 from ..task import Task, TaskResponse
 from ._app import AppGraph, drive_app
-from ._response import no_new_turn, pending_nodes, respond
+from ._response import no_new_turn, pending_nodes, respond, run_loop
 from .events import AgentEvent, EventSink
 
 __all__ = ["drive", "run_config"]
@@ -250,18 +248,9 @@ async def _drive(
             elif events is not None:
                 _forward(mode, chunk, events)
 
-    try:
-        if task.conf.timeout:
-            await asyncio.wait_for(loop(), task.conf.timeout)
-        else:
-            await loop()
-    except GraphRecursionError:
-        budget = config["configurable"]["max_steps"]
-        error = f"the run exceeded its step budget (max_steps={budget})"
-    except TimeoutError:
-        error = f"the run timed out after {task.conf.timeout}s"
-    except Exception as exc:  # recorded and reported; the run stays resumable
-        error = f"{type(exc).__name__}: {exc}"
+    budget = config["configurable"]["max_steps"]
+    over = f"the run exceeded its step budget (max_steps={budget})"
+    error = await run_loop(loop, task.conf.timeout, over)
     finished = last if (error is None and last is not None and not last["next"]) else None
     response = await respond(
         task, compiled, config, started=started, error=error, finished=finished, chain=chain

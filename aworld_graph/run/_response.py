@@ -4,19 +4,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import CheckpointPayload, StateSnapshot
 
 from ..task import Task, TaskResponse
 from ..trajectory import achain, build_trajectory, run_status, usage_of
 
-__all__ = ["no_new_turn", "pending_nodes", "respond", "resume_hint"]
+__all__ = ["no_new_turn", "pending_nodes", "respond", "resume_hint", "run_loop"]
 
 
 def pending_nodes(snapshot: StateSnapshot) -> list[str]:
@@ -25,6 +28,26 @@ def pending_nodes(snapshot: StateSnapshot) -> list[str]:
     ``snapshot.next`` leaves the second kind out, so it reads such a run as ended; running it
     again applies the saved results and goes on."""
     return [t.name for t in snapshot.tasks] or list(snapshot.next)
+
+
+async def run_loop(
+    loop: Callable[[], Awaitable[None]], seconds: float | None, over_budget: str
+) -> str | None:
+    """Run a run's ``loop`` (within ``seconds``, if any); why it stopped short, as the
+    run's error (``over_budget`` when it hit LangGraph's recursion limit), or ``None``. A
+    failed run is recorded and reported, never raised: its thread stays resumable."""
+    try:
+        if seconds:
+            await asyncio.wait_for(loop(), seconds)
+        else:
+            await loop()
+    except GraphRecursionError:
+        return over_budget
+    except TimeoutError:
+        return f"the run timed out after {seconds}s"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def resume_hint(task_id: str) -> str:

@@ -22,6 +22,7 @@ from ._connections import http_protocol
 from ._guard import LOOPBACK_HOSTS
 from ._http import ServerApp
 from ._input import ID_RULE, MAX_DEPTH, MAX_METADATA
+from ._langgraph_app import CONFIG_FILE, Project, load_graph, read_project, source_of
 from ._mcp import serve_stdio as serve_mcp_stdio
 from ._runs import KEEP_FINISHED
 
@@ -35,6 +36,7 @@ __all__ = [
     "host_names",
 ]
 __all__ += ["http_protocol", "LOOPBACK_HOSTS", "ID_RULE", "MAX_DEPTH", "MAX_METADATA"]
+__all__ += ["CONFIG_FILE", "Project", "load_graph", "read_project", "source_of"]
 __all__ += ["KEEP_FINISHED", "serve_mcp_stdio"]
 
 API_KEY_ENV = "AWORLD_GRAPH_API_KEY"
