@@ -130,19 +130,31 @@ class AssistantSearch(_Body):
     offset: Count = 0
 
 
+def _before(value: Any) -> Any:
+    ident = value.get("checkpoint_id") if isinstance(value, dict) else value
+    if value is not None and not (isinstance(ident, str) and _ID.fullmatch(ident)):
+        raise ValueError(
+            'must be a checkpoint id or {"checkpoint_id": ID} (the checkpoint of a history '
+            f"entry), with the id {ID_RULE}"
+        )
+    return value
+
+
 class History(_Body):
     """``GET/POST /threads/{thread_id}/history``."""
 
     limit: Count = 10
-    before: Id | CheckpointRef | None = None
+    before: Annotated[Any, AfterValidator(_before)] = None
     metadata: dict[str, Any] | None = None
     checkpoint: CheckpointRef | None = None
+    select: list[Text] | None = None
 
 
 class StateAt(_Body):
     """``POST /threads/{thread_id}/state/checkpoint``."""
 
     checkpoint: CheckpointRef | None = None
+    select: list[Text] | None = None
 
 
 class StateUpdate(_Body):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -17,11 +18,42 @@ from ._input import (
     check_id,
     query_count,
 )
+from ._wire import ApiError
 
 if TYPE_CHECKING:
     from ._app import App, Rows
 
-__all__ = ["ThreadRoutes"]
+__all__ = ["ThreadRoutes", "selected"]
+
+STATE_FIELDS = (
+    *("values", "next", "tasks", "checkpoint", "metadata", "created_at"),
+    *("parent_checkpoint", "interrupts"),
+)
+"""The fields of the API's ``ThreadState`` a ``select`` may name (and ``values.KEY``)."""
+
+
+def selected(state: dict[str, Any], select: Sequence[str] | None) -> dict[str, Any]:
+    """``state`` with only the fields ``select`` names, as LangGraph's ``select``:
+    ``values.KEY`` keeps one key of the values. No ``select``: every field."""
+    if not select:
+        return state
+    out: dict[str, Any] = {}
+    keys = []
+    for name in select:
+        if name in STATE_FIELDS:
+            out[name] = state[name]
+        elif name.startswith("values.") and len(name) > len("values."):
+            keys.append(name.removeprefix("values."))
+        else:
+            raise ApiError(
+                422,
+                "invalid_field",
+                f"select: {name[:40]!r} is not a field of a thread state; use any of "
+                f"{', '.join(STATE_FIELDS)}, or values.KEY for one key of its values",
+            )
+    if keys and "values" not in out:
+        out["values"] = {k: state["values"][k] for k in keys if k in state["values"]}
+    return out
 
 
 class ThreadRoutes:
@@ -75,14 +107,15 @@ class ThreadRoutes:
     async def state_get(self, request: Request) -> Response:
         thread_id = request.path_params["thread_id"]
         checkpoint = request.path_params.get("checkpoint_id")
-        return self.app.json(await self.app.threads.state(thread_id, checkpoint))
+        select = request.query_params.getlist("select")
+        selected({name: None for name in STATE_FIELDS} | {"values": {}}, select)  # 422 first
+        return self.app.json(selected(await self.app.threads.state(thread_id, checkpoint), select))
 
     async def state_at(self, request: Request) -> Response:
         body = await self.app.checked(request, StateAt)
         checkpoint = (body.get("checkpoint") or {}).get("checkpoint_id")
-        return self.app.json(
-            await self.app.threads.state(request.path_params["thread_id"], checkpoint)
-        )
+        state = await self.app.threads.state(request.path_params["thread_id"], checkpoint)
+        return self.app.json(selected(state, body.get("select")))
 
     async def state_update(self, request: Request) -> Response:
         body = await self.app.checked(request, StateUpdate)
@@ -97,4 +130,9 @@ class ThreadRoutes:
             body["before"] = check_id("before", query["before"])
         if request.method == "POST":
             body = await self.app.checked(request, History)
-        return self.app.json(await self.app.threads.history(request.path_params["thread_id"], body))
+        else:
+            body["select"] = query.getlist("select")
+        select = body.get("select")
+        selected({name: None for name in STATE_FIELDS} | {"values": {}}, select)  # 422 first
+        states = await self.app.threads.history(request.path_params["thread_id"], body)
+        return self.app.json([selected(state, select) for state in states])

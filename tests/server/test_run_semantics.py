@@ -9,10 +9,14 @@ Where a test compares with LangGraph's own server, the comment says what ``langg
 from __future__ import annotations
 
 import asyncio
+import logging
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langgraph.pregel.remote import RemoteGraph
 from langgraph_sdk import get_client, get_sync_client
@@ -353,3 +357,48 @@ async def test_on_completion_delete_removes_a_stateless_runs_thread(sdk: Any) ->
     assert (await sdk.threads.get(thread))["values"]["answer"] == "4 words"
     with pytest.raises(UnprocessableEntityError, match="on_completion"):
         await sdk.runs.create(thread, "counter", input=USER, on_completion="delete")
+
+
+# -- history select and before, a 500's traceback ------------------------------------------------
+
+
+async def test_history_and_state_select_and_a_bad_before(sdk: Any) -> None:
+    """langgraph-sdk sends ``select`` (fields of ``ThreadState``, or ``values.KEY``) to
+    ``get_state`` and ``get_history``; the answer holds only those."""
+    thread = (await sdk.threads.create())["thread_id"]
+    await sdk.runs.wait(thread, "counter", input=USER)
+    history = await sdk.threads.get_history(thread, limit=3, select=["values.answer", "next"])
+    assert [set(h) for h in history] == [{"values", "next"}] * 3
+    assert history[0] == {"values": {"answer": "4 words"}, "next": []}
+    state = await sdk.threads.get_state(thread, select=["checkpoint", "values.steps"])
+    assert set(state) == {"checkpoint", "values"} and state["values"] == {"steps": 3}
+    at = await sdk.threads.get_state(thread, checkpoint=state["checkpoint"], select=["metadata"])
+    assert set(at) == {"metadata"} and at["metadata"]["step"] == 3
+    with pytest.raises(UnprocessableEntityError, match="select: 'nope' is not a field"):
+        await sdk.threads.get_history(thread, select=["nope"])
+    http = sdk.http.client
+    for before in ({"thread_id": thread}, {"checkpoint_id": None}, 5):
+        bad = await http.post(f"/threads/{thread}/history", json={"before": before})
+        assert bad.status_code == 422 and bad.json()["message"].startswith("before: ")
+    ok = await http.post(f"/threads/{thread}/history", json={"before": state["checkpoint"]})
+    assert [h["metadata"]["step"] for h in ok.json()] == [2, 1, 0, -1]
+
+
+def test_a_500_leaves_its_traceback_in_the_servers_log(
+    serve: Callable[..., LiveServer], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/server.md: an unexpected failure is a 500 with one line, and its traceback goes to
+    the server's log. A store broken under the server (its runs table dropped) is one."""
+    server = serve()
+    with httpx.Client(base_url=server.url) as http:
+        thread = http.post("/threads", json={}).json()["thread_id"]
+        with sqlite3.connect(tmp_path / "server.db") as db:
+            db.execute("DROP TABLE runs")
+        with caplog.at_level(logging.ERROR, logger="aworld_graph.server"):
+            failed = http.get(f"/threads/{thread}/runs")
+    assert failed.status_code == 500 and failed.json()["code"] == "internal"
+    assert "Traceback" not in failed.text and "runs" not in failed.json()["message"]
+    [record] = [r for r in caplog.records if r.name == "aworld_graph.server"]
+    assert record.getMessage() == f"GET /threads/{thread}/runs failed"
+    assert record.exc_info is not None and "no such table: runs" in str(record.exc_info[1])
+    assert "Traceback (most recent call last)" in caplog.text
