@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from .episodes import Episode, RowError, run_episode
 from .sequences import TokenizerMismatch, TrainingSequence, UntrainableRun, flatten, flatten_runs
+from .trainer import AgentTrainer, TrainerNotInstalled
 
 __all__ = [
+    "AgentTrainer",
     "Episode",
     "RowError",
     "TokenizerMismatch",
+    "TrainerNotInstalled",
     "TrainingSequence",
     "UntrainableRun",
     "flatten",

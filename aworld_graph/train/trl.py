@@ -103,11 +103,19 @@ def _eos(trainer: Any) -> int:
 
 
 def trl_reward(
-    fn: Callable[..., Any], *, field: str = "expected"
+    fn: Callable[..., Any],
+    *,
+    field: str = "expected",
+    on_error: Callable[[str], None] | None = None,
 ) -> Callable[..., list[float | None]]:
     """A TRL reward function from a plain ``fn(answer, expected)``: it scores the workflow's
-    ``answer`` (from :func:`rollout_func`) against the dataset column ``field``; a failed
-    episode, or a row where ``fn`` raises, gets ``None`` (unscorable)."""
+    ``answer`` (from :func:`rollout_func`) against the dataset column ``field``. A failed
+    episode, a row without ``field`` and a row where ``fn`` raises get ``None`` (unscorable:
+    TRL gives it no advantage); the last two are told to ``on_error``, naming the row."""
+
+    def failed(why: str) -> None:
+        if on_error is not None:
+            on_error(why)
 
     def reward(completions: list[Any], **kwargs: Any) -> list[float | None]:
         answers = kwargs.get("answer") or [None] * len(completions)
@@ -119,14 +127,22 @@ def trl_reward(
                 "trl_reward(fn, field=...)"
             )
         out: list[float | None] = []
-        for answer, want, error in zip(answers, expected, errors, strict=True):
+        for i, (answer, want, error) in enumerate(zip(answers, expected, errors, strict=True)):
             if error is not None:
                 out.append(None)
-                continue
-            try:
-                out.append(score_response(answer, want, fn).score)
-            except Exception:  # a user's function failing on one row fails that row only
+            elif want is None:
+                failed(f"row {i} of the batch has no {field!r} for the reward function; add it")
                 out.append(None)
+            else:
+                try:
+                    out.append(score_response(answer, want, fn).score)
+                except Exception as exc:  # a user's function failing on a row fails it alone
+                    failed(
+                        f"row {i} of the batch: the reward function "
+                        f"{getattr(fn, '__name__', fn)} raised {type(exc).__name__}: {exc} "
+                        f"(field {field!r} = {want!r})"
+                    )
+                    out.append(None)
         return out
 
     reward.__name__ = f"aworld_{getattr(fn, '__name__', 'reward')}"

@@ -5,16 +5,18 @@ llama.cpp server serves, so the rollouts come from the same weights (de-quantize
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 
 from aworld_graph import Agent, AgentConfig
+from aworld_graph.errors import ConfigError
 from aworld_graph.local import model_path
-from aworld_graph.train.trl import rollout_func, trl_reward
+from aworld_graph.testing import FunctionModel
+from aworld_graph.train import AgentTrainer, TrainerNotInstalled
 from tests.train import gguf
-
-pytest.importorskip("trl")
 
 
 def shorter_is_better(answer: str | None, expected: object) -> float:
@@ -25,68 +27,84 @@ def shorter_is_better(answer: str | None, expected: object) -> float:
 @pytest.mark.local_model
 # TRL 1.16 itself reads transformers 5's deprecated `is_gradient_checkpointing` alias
 @pytest.mark.filterwarnings("ignore:.*will be removed in v6:FutureWarning")
-def test_grpo_step_on_cpu_from_sampled_ids(tmp_path: object) -> None:
+def test_grpo_step_on_cpu_from_sampled_ids(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
     import torch
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     model = gguf.causal_lm()
     tokenizer = gguf.tokenizer()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     agent = Agent(
-        name="solver",
-        system_prompt="Answer in one short sentence.",
+        name="writer",
+        system_prompt="Answer in a few words.",
         conf=AgentConfig(llm_temperature=1.0, params={"max_tokens": 12}),
     )
-    seen: list[dict] = []
-    func = rollout_func(agent=agent, tokenizer="gguf:" + model_path().name)
-
-    def recorded(prompts: list, trainer: object) -> dict:
-        out = func(prompts, trainer)
-        seen.append(out)
-        return out
-
-    data = Dataset.from_list(
-        [{"prompt": "Name a color.", "expected": "red"}, {"prompt": "Say hi.", "expected": "hi"}]
-    )
-    args = GRPOConfig(
-        output_dir=str(tmp_path),
-        use_cpu=True,
-        per_device_train_batch_size=2,
-        num_generations=2,
-        max_completion_length=16,
-        max_steps=1,
-        learning_rate=1e-4,
-        logging_steps=1,
-        report_to=[],
-        save_strategy="no",
-        bf16=False,
-        activation_checkpointing=False,
-        seed=1,
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=[trl_reward(shorter_is_better)],
-        args=args,
-        train_dataset=data,
-        processing_class=tokenizer,
-        rollout_func=recorded,
+    rows = [
+        {"prompt": "Write a random word.", "expected": "word"},
+        {"prompt": "Name a color."},  # no expected answer: this row fails alone
+    ]
+    trainer = AgentTrainer(
+        agent,
+        trainer="trl",
+        reward_func=shorter_is_better,
+        train_dataset=rows,
+        config={
+            "model": model,
+            "tokenizer": tokenizer,
+            "tokenizer_name": "gguf:" + model_path().name,
+            "args": {
+                "output_dir": str(tmp_path),
+                "use_cpu": True,
+                "per_device_train_batch_size": 4,
+                "num_generations": 2,
+                "max_completion_length": 16,
+                "max_steps": 1,
+                "learning_rate": 1e-4,
+                "logging_steps": 1,
+                "report_to": [],
+                "save_strategy": "no",
+                "bf16": False,
+                "activation_checkpointing": False,
+                "seed": 1,
+            },
+        },
     )
     result = trainer.train()
-    assert seen, "TRL never called the rollout function"
-    out = seen[0]
-    # the ids TRL trained on are the ones the embedded model sampled, ending its turn
-    assert all(ids for ids in out["completion_ids"])
-    assert all(
-        len(ids) == len(lp) for ids, lp in zip(out["completion_ids"], out["logprobs"], strict=True)
-    )
-    assert out["aworld_error"] == [None] * len(out["completion_ids"])
-    assert all(
-        tokenizer.decode(ids[-1:]) == "<|im_end|>" for ids in out["completion_ids"] if len(ids) < 12
-    )
-    loss = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    assert loss and all(torch.isfinite(torch.tensor(x)) for x in loss)
     assert result.global_step == 1
+    (out,) = trainer.rollouts
+    # TRL trained on the ids the embedded model sampled, each with its logprob
+    assert len(out["completion_ids"]) == 4 and all(out["completion_ids"])
+    lengths = [len(ids) for ids in out["completion_ids"]]
+    assert lengths == [len(lp) for lp in out["logprobs"]] == [len(m) for m in out["env_mask"]]
+    assert out["aworld_error"] == [None] * 4
+    ended = [ids for ids in out["completion_ids"] if len(ids) < 12]
+    assert all(tokenizer.decode(ids[-1:]) == "<|im_end|>" for ids in ended)
+    # the row without an expected answer failed alone, named
+    assert len(trainer.failed) == 2
+    assert all("has no 'expected'" in why for why in trainer.failed)
+    loss = [h["loss"] for h in trainer.trl_trainer.state.log_history if "loss" in h]
+    assert loss and all(torch.isfinite(torch.tensor(x)) for x in loss)
     changed = [n for n, p in model.named_parameters() if not torch.equal(before[n], p.detach())]
     assert changed, "the GRPO step left every weight as it was"
+
+
+def _agent() -> Agent:
+    return Agent(name="a", system_prompt="s", model=FunctionModel(lambda m, t: "4"))
+
+
+@pytest.mark.parametrize(("name", "extra"), [("areal", "train-areal"), ("verl", "train-verl")])
+def test_a_trainer_not_installed_is_one_line_naming_the_extra(name: str, extra: str) -> None:
+    if importlib.util.find_spec(name) is not None:
+        pytest.skip(f"{name} is installed here")
+    trainer = AgentTrainer(_agent(), trainer=name, reward_func=len, train_dataset=[])
+    with pytest.raises(TrainerNotInstalled, match=f"aworld-graph\\[{extra}\\]") as caught:
+        trainer.train()
+    assert "\n" not in str(caught.value)
+
+
+def test_unknown_trainer_and_missing_agent_are_refused() -> None:
+    with pytest.raises(ConfigError, match="use one of"):
+        AgentTrainer(_agent(), trainer="deepspeed", reward_func=len, train_dataset=[])
+    with pytest.raises(ConfigError, match="agent or a swarm"):
+        AgentTrainer(trainer="trl", reward_func=len, train_dataset=[])
