@@ -9,8 +9,8 @@ An A2A task is a run and its context is a thread: ``taskId`` is the id of the ru
 started the task, ``contextId`` its thread id. A message that answers the task's human step
 (``input-required``) or continues it after its server stopped is a new run on the thread
 whose metadata names the task (:data:`TASK_KEY`); the task's state is its last run's, read
-from the store's ``runs`` table and the thread's checkpoints, so nothing about a task lives
-only in this process. Push notifications are not offered (the card says so).
+from the store's ``runs`` table and the thread's checkpoints, and its webhooks are in the
+store too (:mod:`._a2a_push`), so nothing about a task lives only in this process.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -51,6 +50,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message
 
+from ._a2a_push import PushConfigs, checked_url, push
 from ._assistants import Assistant
 from ._input import check_id
 from ._runs import Run
@@ -200,6 +200,9 @@ class A2ATasks:
         self.runs = app.runs
         self.threads = app.threads
         self.check = check
+        self.push = PushConfigs(app.runs.table.database)
+        """The tasks' webhooks, in the store."""
+        self._watching: set[asyncio.Task[None]] = set()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -416,6 +419,26 @@ class A2ATasks:
             new_thread=new_thread,
         )
 
+    def watch(self, task_id: str, run: Run, assistant: Assistant) -> None:
+        """Send the task to its webhooks when ``run`` ends or stops for input."""
+
+        async def watched() -> None:
+            await run.done.wait()
+            await self.notify(task_id, assistant)
+
+        watcher = asyncio.get_running_loop().create_task(watched())
+        self._watching.add(watcher)  # held until it ends: the loop keeps weak references
+        watcher.add_done_callback(self._watching.discard)
+
+    async def notify(self, task_id: str, assistant: Assistant) -> None:
+        """Send the task as it is now to its webhooks (best effort: a failure is logged)."""
+        try:
+            chain = await self.chain(task_id, assistant)
+            if chain is not None:
+                await push(self.push, await self.task(chain))
+        except Exception:
+            log.exception("A2A task %s: its push notification failed", task_id)
+
     async def cancel(self, chain: _Chain) -> None:
         """Stop the task's run, or end a task that waits for a message."""
         status, _, run_id = self._status(chain)
@@ -492,25 +515,42 @@ class A2AAgent(RequestHandler):
             raise TaskNotCancelableError(
                 message=f"task {chain.task_id} has ended ({State.Name(task.status.state)})"
             )
+        waiting = task.status.state == State.TASK_STATE_INPUT_REQUIRED  # no run to watch
         await self.tasks.cancel(chain)
+        if waiting:
+            await self.tasks.notify(chain.task_id, self.assistant)
         return await self.tasks.task(await self._chain(params.id))  # as stored now
+
+    async def _send(self, params: pb.SendMessageRequest) -> tuple[Run, _Chain]:
+        """Start the run a message asks for, with its webhook, if it names one; the run and
+        its task."""
+        config = params.configuration if params.HasField("configuration") else None
+        validate_history_length(config)
+        hook = None
+        if config is not None and config.HasField("task_push_notification_config"):
+            hook = config.task_push_notification_config
+            checked_url(hook.url)
+        run, chain = await self.tasks.send(params.message, self.assistant)
+        task_id = chain.task_id if chain else run.run_id
+        if hook is not None:
+            await self.tasks.push.set_info(task_id, hook, None)
+        self.tasks.watch(task_id, run, self.assistant)
+        return run, await self._chain(task_id)
 
     @_answers
     async def on_message_send(self, params: pb.SendMessageRequest, context: Any) -> pb.Task:
+        run, chain = await self._send(params)
         config = params.configuration if params.HasField("configuration") else None
-        validate_history_length(config)
-        run, chain = await self.tasks.send(params.message, self.assistant)
         if not (config and config.return_immediately):
             await run.done.wait()
-        task = await self.tasks.task(await self._chain(chain.task_id if chain else run.run_id))
+        task = await self.tasks.task(await self._chain(chain.task_id))
         return apply_history_length(task, config)
 
     @_answers
     async def on_message_send_stream(
         self, params: pb.SendMessageRequest, context: Any
     ) -> AsyncGenerator[Any]:
-        run, chain = await self.tasks.send(params.message, self.assistant)
-        chain = await self._chain(chain.task_id if chain else run.run_id)
+        run, chain = await self._send(params)
         yield await self.tasks.task(chain)
         async for event in self._follow(chain, run, 0):
             yield event
@@ -554,16 +594,40 @@ class A2AAgent(RequestHandler):
             )
         yield pb.TaskStatusUpdateEvent(task_id=task_id, context_id=thread_id, status=final.status)
 
-    async def _no_push(self, *args: Any, **kwargs: Any) -> Any:
-        raise PushNotificationNotSupportedError(
-            message="this agent does not send push notifications; stream the task "
-            "(SendStreamingMessage, SubscribeToTask) or poll it (GetTask)"
+    @_answers
+    async def on_create_task_push_notification_config(
+        self, params: pb.TaskPushNotificationConfig, context: Any
+    ) -> pb.TaskPushNotificationConfig:
+        await self._chain(params.task_id)
+        return await self.tasks.push.set_info(params.task_id, params, context)
+
+    @_answers
+    async def on_get_task_push_notification_config(
+        self, params: pb.GetTaskPushNotificationConfigRequest, context: Any
+    ) -> pb.TaskPushNotificationConfig:
+        await self._chain(params.task_id)
+        for config in await self.tasks.push.get_info(params.task_id, context):
+            if config.id == (params.id or params.task_id):
+                return config
+        raise TaskNotFoundError(
+            message=f"task {params.task_id} has no push notification config {params.id!r}; "
+            "ListTaskPushNotificationConfigs lists them"
         )
 
-    on_create_task_push_notification_config = _no_push
-    on_get_task_push_notification_config = _no_push
-    on_list_task_push_notification_configs = _no_push
-    on_delete_task_push_notification_config = _no_push
+    @_answers
+    async def on_list_task_push_notification_configs(
+        self, params: pb.ListTaskPushNotificationConfigsRequest, context: Any
+    ) -> pb.ListTaskPushNotificationConfigsResponse:
+        await self._chain(params.task_id)
+        configs = await self.tasks.push.get_info(params.task_id, context)
+        return pb.ListTaskPushNotificationConfigsResponse(configs=configs)
+
+    @_answers
+    async def on_delete_task_push_notification_config(
+        self, params: pb.DeleteTaskPushNotificationConfigRequest, context: Any
+    ) -> None:
+        await self._chain(params.task_id)
+        await self.tasks.push.delete_info(params.task_id, context, params.id or None)
 
     async def on_get_extended_agent_card(self, params: Any, context: Any) -> pb.AgentCard:
         raise ExtendedAgentCardNotConfiguredError(
@@ -587,7 +651,7 @@ def agent_card(assistant: Assistant, base_url: str, api_key: bool) -> pb.AgentCa
             for version in ("1.0", "0.3")
             for binding in ("JSONRPC", "HTTP+JSON")
         ],
-        capabilities=pb.AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=pb.AgentCapabilities(streaming=True, push_notifications=True),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[

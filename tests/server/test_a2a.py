@@ -4,6 +4,7 @@ tasks are the server's runs on its threads (the LangGraph API sees the same ones
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import shutil
 import signal
@@ -350,7 +351,16 @@ def test_malformed_requests_get_json_rpc_errors(server: LiveServer) -> None:
                 "method": "CreateTaskPushNotificationConfig",
                 "params": {"taskId": "t", "url": "http://127.0.0.1:1/"},
             },
-            -32003,
+            -32001,
+        ),
+        (
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {**send, "configuration": {"taskPushNotificationConfig": {"url": "x"}}},
+            },
+            -32602,
         ),
     ]
     with httpx.Client(base_url=server.url, timeout=30) as http:
@@ -404,6 +414,84 @@ def test_the_javascript_client(serve: Callable[..., LiveServer]) -> None:
             "answer": "published the plan",
             "streamed": ["task", "statusUpdate", "statusUpdate"],
         }
+
+
+class _Webhook(http.server.BaseHTTPRequestHandler):
+    """A loopback receiver of push notifications: each POST's token and JSON body."""
+
+    got: list[tuple[str | None, dict[str, Any]]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
+        size = int(self.headers.get("content-length") or 0)
+        self.got.append(
+            (self.headers.get("x-a2a-notification-token"), json.loads(self.rfile.read(size)))
+        )
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+
+async def _notified(count: int) -> list[tuple[str | None, dict[str, Any]]]:
+    for _ in range(2000):  # bounded: a notification follows the run's end
+        if len(_Webhook.got) >= count:
+            return _Webhook.got
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{len(_Webhook.got)} notifications, not {count}")
+
+
+async def test_push_notifications_on_loopback(server: LiveServer) -> None:
+    _Webhook.got = []
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Webhook)
+    serving = threading.Thread(target=hook.serve_forever, daemon=True)
+    serving.start()
+    try:
+        url = f"http://127.0.0.1:{hook.server_address[1]}/a2a-hook"
+        client = await _client(f"{server.url}/a2a/approval")
+        async with httpx.AsyncClient() as web:
+            card = (await web.get(f"{server.url}/a2a/approval/.well-known/agent-card.json")).json()
+        assert card["capabilities"]["pushNotifications"] is True
+        request = _message("Plan a team offsite")
+        request.configuration.task_push_notification_config.url = url
+        request.configuration.task_push_notification_config.token = "tok-1"
+        asked = _task(await _sent(client, request))
+        token, body = (await _notified(1))[0]
+        assert token == "tok-1" and body["task"]["id"] == asked.id
+        assert body["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+        listed = await client.list_task_push_notification_configs(
+            pb.ListTaskPushNotificationConfigsRequest(task_id=asked.id)
+        )
+        assert [(c.id, c.url) for c in listed.configs] == [(asked.id, url)]
+        second = pb.TaskPushNotificationConfig(
+            task_id=asked.id, id="second", url=url, token="tok-2"
+        )
+        second.authentication.scheme = "Bearer"
+        second.authentication.credentials = "webhook-secret"
+        made = await client.create_task_push_notification_config(second)
+        assert made.id == "second" and made.authentication.credentials == ""  # never answered
+        got = await client.get_task_push_notification_config(
+            pb.GetTaskPushNotificationConfigRequest(task_id=asked.id, id="second")
+        )
+        assert got.url == url and got.authentication.credentials == ""
+        done = _task(await _sent(client, _message("approve", task_id=asked.id)))
+        assert done.status.state == S.TASK_STATE_COMPLETED
+        finished = (await _notified(3))[1:]
+        assert sorted(t for t, _ in finished) == ["tok-1", "tok-2"]
+        assert {b["task"]["status"]["state"] for _, b in finished} == {"TASK_STATE_COMPLETED"}
+        await client.delete_task_push_notification_config(
+            pb.DeleteTaskPushNotificationConfigRequest(task_id=asked.id, id="second")
+        )
+        left = await client.list_task_push_notification_configs(
+            pb.ListTaskPushNotificationConfigsRequest(task_id=asked.id)
+        )
+        assert [c.id for c in left.configs] == [asked.id]
+        await _close(client)
+    finally:
+        hook.shutdown()
+        hook.server_close()
+        serving.join(10)
 
 
 def test_protocol_0_3_and_requests_without_a_version_header(server: LiveServer) -> None:
