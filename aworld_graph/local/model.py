@@ -146,8 +146,16 @@ class LocalServer:
         return f"the embedded llama.cpp server (pid {self.process.pid}) {how}{why}{told}"
 
     @classmethod
-    def start(cls, *, port: int | None = None, startup_timeout: float = 120.0) -> LocalServer:
-        path = model_path()
+    def start(
+        cls,
+        *,
+        port: int | None = None,
+        startup_timeout: float = 120.0,
+        model: str | os.PathLike[str] | None = None,
+    ) -> LocalServer:
+        """Start a server of the packaged GGUF file, or of ``model`` (another GGUF file of
+        the same model, such as trained weights written by ``aworld_graph.train.gguf``)."""
+        path = Path(model) if model is not None else model_path()
         port = port or _free_port()
         cmd = [
             sys.executable,
