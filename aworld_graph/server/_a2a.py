@@ -420,9 +420,11 @@ class A2ATasks:
         )
 
     def watch(self, task_id: str, run: Run, assistant: Assistant) -> None:
-        """Send the task to its webhooks when ``run`` ends or stops for input."""
+        """Send the task to its webhooks now (it is working on ``run``) and when ``run`` ends
+        or stops for input, in that order."""
 
         async def watched() -> None:
+            await self.notify(task_id, assistant)
             await run.done.wait()
             await self.notify(task_id, assistant)
 

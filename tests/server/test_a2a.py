@@ -456,9 +456,14 @@ async def test_push_notifications_on_loopback(server: LiveServer) -> None:
         request.configuration.task_push_notification_config.url = url
         request.configuration.task_push_notification_config.token = "tok-1"
         asked = _task(await _sent(client, request))
-        token, body = (await _notified(1))[0]
-        assert token == "tok-1" and body["task"]["id"] == asked.id
-        assert body["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        started, stopped = await _notified(2)  # when the run starts, and when it stops
+        assert [started[0], stopped[0]] == ["tok-1", "tok-1"]
+        assert started[1]["task"]["id"] == stopped[1]["task"]["id"] == asked.id
+        assert started[1]["task"]["status"]["state"] in (
+            "TASK_STATE_WORKING",
+            "TASK_STATE_INPUT_REQUIRED",
+        )
+        assert stopped[1]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
         listed = await client.list_task_push_notification_configs(
             pb.ListTaskPushNotificationConfigsRequest(task_id=asked.id)
@@ -477,7 +482,7 @@ async def test_push_notifications_on_loopback(server: LiveServer) -> None:
         assert got.url == url and got.authentication.credentials == ""
         done = _task(await _sent(client, _message("approve", task_id=asked.id)))
         assert done.status.state == S.TASK_STATE_COMPLETED
-        finished = (await _notified(3))[1:]
+        finished = (await _notified(6))[-2:]  # to both webhooks, at the start and the end
         assert sorted(t for t, _ in finished) == ["tok-1", "tok-2"]
         assert {b["task"]["status"]["state"] for _, b in finished} == {"TASK_STATE_COMPLETED"}
         await client.delete_task_push_notification_config(
