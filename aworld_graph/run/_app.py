@@ -98,6 +98,16 @@ def app_config(
     return cast(RunnableConfig, config)
 
 
+def _in_schema(graph: Pregel[Any, Any, Any, Any], context: dict[str, Any]) -> dict[str, Any]:
+    """``context`` kept to the fields of the graph's context schema, as LangGraph's server
+    keeps it (the caller's ``configurable`` is also its context, so it may hold more)."""
+    try:
+        fields = (graph.get_context_jsonschema() or {}).get("properties") or {}
+    except Exception:  # a schema pydantic cannot describe: nothing to keep it to
+        return context
+    return {k: v for k, v in context.items() if k in fields} if fields else context
+
+
 def _payload(task: Task, input: Any, resume: Any, fresh: bool, new_turn: bool) -> Any:
     if resume is not None:
         return Command(resume=resume)
@@ -140,6 +150,8 @@ async def drive_app(
         run_conf["metadata"] = {**kept, **(run_conf.get("metadata") or {})}
     fresh = snapshot is None or (not snapshot.values and not pending_nodes(snapshot))
     payload = _payload(task, input, resume, fresh, new_turn)
+    if isinstance(context, dict):
+        context = _in_schema(compiled, context)
     modes: list[StreamMode] = ["updates", "checkpoints"]
     if events is not None:
         modes += ["custom", "messages"]

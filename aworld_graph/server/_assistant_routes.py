@@ -205,9 +205,8 @@ class AssistantRoutes:
                 "MODULE:ATTR, or add it to langgraph.json)",
             )
 
-    def _own(self, request: Request, what: str) -> str:
-        """The id of a created assistant to change; a 404 for none, a 409 for a graph's own."""
-        assistant_id = str(request.path_params["assistant_id"])
+    def _own(self, assistant_id: str, what: str) -> str:
+        """``assistant_id`` when it may be ``what`` (changed): a 409 for a graph's own."""
         system = self.app.assistants.by_id.get(assistant_id)
         if system is not None:
             raise ApiError(
@@ -231,7 +230,7 @@ class AssistantRoutes:
         if assistant_id in self.app.assistants.by_id:
             if body.get("if_exists") == "do_nothing":
                 return self.app.json(self.app.assistants.by_id[assistant_id].json())
-            self._own(request, "created again")  # a 409 naming the graph
+            self._own(assistant_id, "created again")  # a 409 naming the graph
         row = {
             "assistant_id": assistant_id,
             "graph_id": graph_id,
@@ -246,7 +245,7 @@ class AssistantRoutes:
 
     async def update(self, request: Request) -> Response:
         body = await self.app.checked(request, AssistantPatch)
-        assistant_id = self._own(request, "updated")
+        assistant_id = self._own(request.path_params["assistant_id"], "updated")
         if body.get("graph_id") is not None:
             self._graph(str(body["graph_id"]))
         changes: dict[str, Any] = {
@@ -282,12 +281,12 @@ class AssistantRoutes:
 
     async def latest(self, request: Request) -> Response:
         body = await self.app.checked(request, AssistantLatest)
-        assistant_id = self._own(request, "set to another version")
+        assistant_id = self._own(request.path_params["assistant_id"], "set to another version")
         await self._table().set_latest(assistant_id, int(body["version"]))
         return self.app.json(self.app.assistants.get(assistant_id).json())
 
     async def delete(self, request: Request) -> Response:
-        assistant_id = self._own(request, "deleted")
+        assistant_id = self._own(request.path_params["assistant_id"], "deleted")
         for run in list(self.app.runs.live.values()):  # its runs going stop, as LangGraph's do
             if run.assistant.assistant_id == assistant_id:
                 await self.app.runs.cancel(run)

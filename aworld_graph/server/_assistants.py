@@ -323,7 +323,7 @@ class Assistant:
         }
         config = {**self.config, **run_config, "configurable": configurable}
         context = {**self.context, **run_context}
-        return {"input": kwargs.get("input"), "config": config, "context": context or None}
+        return {"input": kwargs.get("input"), "config": config, "context": context}
 
 
 class Assistants:

@@ -126,9 +126,9 @@ def source_of(obj: Any, *, name: str, where: str) -> GraphSource:
     except DefinitionError as exc:
         if isinstance(obj, (Pregel, StateGraph)) or not callable(obj):
             raise ConfigError(
-                f"{where}: {name!r} is a {type(obj).__name__}, not a graph; point at a "
-                "compiled graph, a StateGraph, a function returning one, or an aworld-graph "
-                "Agent or Swarm"
+                f"{where}: the value there is of type {type(obj).__name__}, not a graph; point "
+                "at a compiled graph, a StateGraph, a function returning one, or an "
+                "aworld-graph Agent or Swarm"
             ) from None
         raise ConfigError(f"{where}: {exc}") from None
 
@@ -164,7 +164,7 @@ class Project:
     def sources(self) -> Iterator[tuple[str, str, GraphSource]]:
         """``(graph id, spec, source)`` for each graph, loaded (after :meth:`apply`)."""
         for graph_id, spec in self.graphs.items():
-            where = f"{self.path}: graphs.{graph_id}"
+            where = f'{self.path}: field "graphs.{graph_id}"'
             obj = load_graph(spec, where=where, base=self.base)
             yield graph_id, spec, source_of(obj, name=graph_id, where=where)
 

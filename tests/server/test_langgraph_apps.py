@@ -1,0 +1,438 @@
+"""Any LangGraph application served as LangGraph's server serves it, through the real
+``langgraph-sdk`` client and ``RemoteGraph``: a plain ``StateGraph`` with a messages reducer
+(values, updates, messages and custom streams; its own state schema), an interrupt answered
+with ``Command(resume=...)``, a graph factory called with the run's config, a subgraph, a
+``langgraph.json`` project (graphs, env, dependencies) served by ``aworld-graph serve``, and
+bad projects refused with one line naming the file, the field and the fix.
+
+Where LangGraph's semantics are the graph's own (its values after a run, an interrupt, a
+resume, a state edit), each is compared with the same graph run in this process on LangGraph's
+own ``InMemorySaver``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from langchain_core.messages import messages_from_dict
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.pregel.remote import RemoteGraph
+from langgraph.types import Command
+from langgraph_sdk import get_client, get_sync_client
+
+from aworld_graph.checkpoint import TrajectorySaver
+from aworld_graph.cli import main
+from aworld_graph.run import LangGraphApp
+from aworld_graph.server import Assistant, create_app, read_project
+from tests.server import langgraph_apps as apps
+from tests.server.conftest import LiveServer
+
+ROOT = Path(__file__).resolve().parents[2]
+USER = {"messages": [{"role": "user", "content": "hi there"}]}
+
+
+def served() -> list[Assistant]:
+    return [
+        Assistant.of(apps.chat, assistant_id="chat", target="tests.server.langgraph_apps:chat"),
+        Assistant.of(apps.review_graph, assistant_id="review"),
+        Assistant.of(LangGraphApp(apps.make_graph, name="greeter")),
+        Assistant.of(apps.nested, assistant_id="nested"),
+        Assistant.of(apps.persona, assistant_id="persona"),
+    ]
+
+
+@pytest.fixture
+def server(store: TrajectorySaver) -> Iterator[LiveServer]:
+    with LiveServer(create_app(served(), store=store, api_key="")) as live:
+        yield live
+
+
+@pytest.fixture
+async def sdk(server: LiveServer) -> AsyncIterator[Any]:
+    client = get_client(url=server.url, api_key=None)
+    yield client
+    await client.aclose()
+
+
+def _local(graph: Any) -> Any:
+    """The same graph on LangGraph's own in-memory checkpointer: what LangGraph does."""
+    return graph.copy(update={"checkpointer": InMemorySaver()})
+
+
+def _plain(messages: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    return [(m["type"], m["content"]) for m in messages]
+
+
+async def test_a_state_graph_streams_its_own_state_messages_and_writes(
+    sdk: Any, store: TrajectorySaver
+) -> None:
+    thread = (await sdk.threads.create())["thread_id"]
+    modes = ["values", "updates", "messages-tuple", "custom"]
+    parts = [p async for p in sdk.runs.stream(thread, "chat", input=USER, stream_mode=modes)]
+    events = [p.event for p in parts]
+    assert events[0] == "metadata" and "error" not in events
+    values = [p.data for p in parts if p.event == "values"]
+    assert _plain(values[0]["messages"]) == [("human", "hi there")]  # as LangGraph: after input
+    assert values[-1]["turns"] == 1 and set(values[-1]) == {"messages", "turns"}  # its own state
+    assert _plain(values[-1]["messages"]) == [("human", "hi there"), ("ai", "you said: hi there")]
+    tokens = [p.data for p in parts if p.event == "messages"]
+    assert "".join(chunk["content"] for chunk, _ in tokens) == "you said: hi there"
+    assert {chunk["type"] for chunk, _ in tokens} == {"AIMessageChunk"}
+    assert {meta["langgraph_node"] for _, meta in tokens} == {"reply"}
+    assert [p.data for p in parts if p.event == "custom"] == [{"progress": "replying"}]
+    assert [list(p.data) for p in parts if p.event == "updates"] == [["reply"]]
+
+    # the thread is the graph's own state, in the server's store (not the graph's own saver)
+    state = await sdk.threads.get_state(thread)
+    assert state["values"]["turns"] == 1 and state["next"] == []
+    assert messages_from_dict(
+        [{"type": m["type"], "data": m} for m in state["values"]["messages"]]
+    )[1].content == ("you said: hi there")
+    assert thread in {t.thread_id for t in store.threads()}
+    assert list(apps.chat.checkpointer.list(None)) == []  # type: ignore[union-attr]
+    # a second turn goes on from the thread, as the graph's reducer says
+    again = await sdk.runs.wait(
+        thread, "chat", input={"messages": [{"role": "user", "content": "again"}]}
+    )
+    local = _local(apps.chat)
+    conf = {"configurable": {"thread_id": "t"}}
+    local.invoke(USER, conf)
+    expected = local.invoke({"messages": [{"role": "user", "content": "again"}]}, conf)
+    assert again["turns"] == expected["turns"] == 2
+    assert _plain(again["messages"]) == [(m.type, m.content) for m in expected["messages"]]
+    history = await sdk.threads.get_history(thread, limit=20)
+    assert [h["metadata"]["step"] for h in history][:3] == [4, 3, 2]
+    assert all(h["metadata"]["graph_id"] == "chat" for h in history)
+    thread_row = await sdk.threads.get(thread)
+    assert thread_row["status"] == "idle" and thread_row["metadata"]["assistant_id"] == "chat"
+
+
+async def test_the_messages_mode_sends_metadata_then_the_message_so_far(sdk: Any) -> None:
+    parts = [p async for p in sdk.runs.stream(None, "chat", input=USER, stream_mode="messages")]
+    events = [p.event for p in parts if p.event != "metadata"]
+    assert events[0] == "messages/metadata" and set(events[1:]) == {"messages/partial"}
+    growing = [p.data[0]["content"] for p in parts if p.event == "messages/partial"]
+    assert growing[-1] == "you said: hi there" and growing == sorted(growing, key=len)
+
+
+async def test_an_interrupt_waits_and_a_resume_goes_on_as_in_langgraph(sdk: Any) -> None:
+    thread = (await sdk.threads.create())["thread_id"]
+    asked = await sdk.runs.wait(thread, "review", input=USER)
+    local = _local(apps.review_graph)
+    conf = {"configurable": {"thread_id": "t"}}
+    expected = local.invoke(USER, conf)
+    assert asked["draft"] == expected["draft"] == "draft of hi there"
+    assert [i["value"] for i in asked["__interrupt__"]] == [
+        i.value for i in expected["__interrupt__"]
+    ]
+    state = await sdk.threads.get_state(thread)
+    assert state["next"] == ["review"] and state["interrupts"][0]["value"]["draft"]
+    assert (await sdk.threads.get(thread))["status"] == "interrupted"
+    done = await sdk.runs.wait(thread, "review", command={"resume": "approved"})
+    finished = local.invoke(Command(resume="approved"), conf)
+    assert done["verdict"] == finished["verdict"] == "approved"
+    assert _plain(done["messages"])[-1] == ("ai", "verdict: approved")
+    assert (await sdk.threads.get(thread))["status"] == "idle"
+
+
+async def test_a_factory_is_called_with_the_runs_config(sdk: Any) -> None:
+    default = await sdk.runs.wait(None, "greeter", input=USER)
+    assert default["messages"][-1]["content"] == "hello, hi there"
+    config = {"configurable": {"greeting": "ahoy"}}
+    told = await sdk.runs.wait(None, "greeter", input=USER, config=config)
+    assert told["messages"][-1]["content"] == "ahoy, hi there"
+
+
+async def test_schemas_graph_and_subgraphs_are_the_graphs_own(sdk: Any) -> None:
+    schemas = await sdk.assistants.get_schemas("chat")
+    assert set(schemas["input_schema"]["properties"]) == {"messages", "turns"}
+    assert set(schemas["state_schema"]["properties"]) == {"messages", "turns"}
+    assert schemas["graph_id"] == "chat"
+    context = (await sdk.assistants.get_schemas("persona"))["context_schema"]
+    assert context["properties"]["tone"]["default"] == "plain"
+    graph = await sdk.assistants.get_graph("review")
+    assert {n["id"] for n in graph["nodes"]} == {"__start__", "draft", "review", "__end__"}
+    assert all("id" not in (n.get("data") or {}) for n in graph["nodes"])
+    subgraphs = await sdk.assistants.get_subgraphs("nested")
+    assert list(subgraphs) == ["inner"]
+    assert set(subgraphs["inner"]["state_schema"]["properties"]) == {"messages", "turns"}
+    assert await sdk.assistants.get_subgraphs("chat") == {}
+    described = await sdk.assistants.get("chat")
+    assert described["metadata"]["kind"] == "langgraph"
+    assert described["metadata"]["created_by"] == "system"
+
+
+async def test_context_reaches_the_graphs_runtime(sdk: Any) -> None:
+    said = await sdk.runs.wait(None, "persona", input=USER, context={"tone": "gruff"})
+    assert said["messages"][-1]["content"] == "[gruff] hi there"
+    plain = await sdk.runs.wait(None, "persona", input=USER)
+    assert plain["messages"][-1]["content"] == "[plain] hi there"
+
+
+async def test_a_state_edit_is_langgraphs_own(sdk: Any) -> None:
+    thread = (await sdk.threads.create())["thread_id"]
+    await sdk.runs.wait(thread, "chat", input=USER)
+    await sdk.threads.update_state(thread, {"turns": 10})
+    state = await sdk.threads.get_state(thread)
+    local = _local(apps.chat)
+    conf = {"configurable": {"thread_id": "t"}}
+    local.invoke(USER, conf)
+    local.update_state(conf, {"turns": 10})
+    assert state["values"]["turns"] == local.get_state(conf).values["turns"] == 10
+    assert state["metadata"]["source"] == "update"
+    after = await sdk.runs.wait(
+        thread, "chat", input={"messages": [{"role": "user", "content": "x"}]}
+    )
+    assert after["turns"] == 11
+
+
+def test_remote_graph_invokes_streams_interrupts_and_reads_state(server: LiveServer) -> None:
+    sync_client = get_sync_client(url=server.url, api_key=None)
+    try:
+        _remote_graph(sync_client)
+    finally:
+        sync_client.close()
+
+
+def _remote_graph(sync_client: Any) -> None:
+    remote = RemoteGraph("review", sync_client=sync_client)
+    local = _local(apps.review_graph)
+    conf = {"configurable": {"thread_id": "remote-1"}}
+    asked = remote.invoke(USER, conf)
+    expected = local.invoke(USER, conf)
+    assert asked["draft"] == expected["draft"]
+    assert [i["value"] for i in asked["__interrupt__"]] == [
+        i.value for i in expected["__interrupt__"]
+    ]
+    snapshot = remote.get_state(conf)
+    assert snapshot.next == ("review",) and snapshot.values["draft"] == "draft of hi there"
+    done = remote.invoke(Command(resume="fine"), conf)
+    assert done["verdict"] == local.invoke(Command(resume="fine"), conf)["verdict"] == "fine"
+    history = list(remote.get_state_history(conf))
+    assert history[0].values["verdict"] == "fine" and len(history) >= 4
+
+    chat = RemoteGraph("chat", sync_client=sync_client)
+    chat_conf = {"configurable": {"thread_id": "remote-2"}}
+    parts = chat.stream(USER, chat_conf, stream_mode=["updates", "messages"])
+    streamed = [(part[0], part[1]) for part in parts]
+    assert {mode for mode, _ in streamed} == {"updates", "messages"}
+    text = "".join(m[0]["content"] for mode, m in streamed if mode == "messages")
+    assert text == "you said: hi there"
+    chat.update_state(chat_conf, {"turns": 5})
+    assert chat.get_state(chat_conf).values["turns"] == 5
+
+
+# -- langgraph.json ------------------------------------------------------------------------
+
+GRAPH_FILE = """
+from typing import Annotated
+import os
+
+from typing_extensions import TypedDict
+from langchain_core.messages import AIMessage
+from langgraph.graph import StateGraph, START, END
+from langgraph.graph.message import add_messages
+
+from helpers import shout  # from the project's "dependencies"
+
+
+class State(TypedDict):
+    messages: Annotated[list, add_messages]
+
+
+def answer(state: State) -> dict:
+    said = state["messages"][-1].content
+    return {"messages": [AIMessage(content=shout(said) + os.environ["GREETING_SUFFIX"])]}
+
+
+builder = StateGraph(State)
+builder.add_node("answer", answer)
+builder.add_edge(START, "answer")
+builder.add_edge("answer", END)
+graph = builder.compile()
+"""
+
+
+def _project(root: Path, env: Any = ".env", graphs: Any = None) -> Path:
+    (root / "src").mkdir(parents=True, exist_ok=True)
+    (root / "lib").mkdir(exist_ok=True)
+    (root / "src" / "agent.py").write_text(GRAPH_FILE)
+    (root / "lib" / "helpers.py").write_text("def shout(text):\n    return text.upper()\n")
+    (root / ".env").write_text(
+        "# the project's settings\nGREETING_SUFFIX='!!'\nexport SERVICE_API_KEY=sk-test-1234567890abcdef\n"
+    )
+    config = {
+        "graphs": graphs or {"agent": "./src/agent.py:graph"},
+        "env": env,
+        "dependencies": ["./lib"],
+    }
+    path = root / "langgraph.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Served:
+    """``aworld-graph serve ARGS`` in a child process on 127.0.0.1, in folder ``cwd``."""
+
+    def __init__(self, cwd: Path, *args: str) -> None:
+        port = _port()
+        self.url = f"http://127.0.0.1:{port}"
+        environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+        environ.pop("AWORLD_GRAPH_API_KEY", None)
+        environ.pop("GREETING_SUFFIX", None)
+        command = [sys.executable, "-c", "from aworld_graph.cli import main; main()", "serve"]
+        self.out = cwd / f"serve-{port}.out"
+        with self.out.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [*command, *args, "--port", str(port), "--db", str(cwd / "served.db")],
+                cwd=cwd,
+                env=environ,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 60
+        while True:  # bounded wait for the port to answer
+            try:
+                if httpx.get(f"{self.url}/ok", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"serve did not start: {self.out.read_text()!r}")
+            time.sleep(0.05)
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+        return self.out.read_text()
+
+
+@pytest.mark.parametrize("how", ["--config", "in its folder"])
+async def test_a_langgraph_json_project_is_served_with_env_and_dependencies(
+    tmp_path: Path, how: str
+) -> None:
+    config = _project(tmp_path / "project")
+    args = ["--config", str(config)] if how == "--config" else []
+    served = Served(config.parent if args == [] else tmp_path, *args)
+    try:
+        client = get_client(url=served.url, api_key=None)
+        try:
+            found = await client.assistants.search()
+            assert [a["graph_id"] for a in found] == ["agent"]
+            done = await client.runs.wait(None, "agent", input=USER)
+            assert done["messages"][-1]["content"] == "HI THERE!!"  # helpers.shout + .env
+            schemas = await client.assistants.get_schemas("agent")
+            assert set(schemas["state_schema"]["properties"]) == {"messages"}
+            every = json.dumps(found) + json.dumps(schemas)
+            assert "sk-test-1234567890abcdef" not in every
+        finally:
+            await client.aclose()
+    finally:
+        output = served.stop()
+    assert "serving agent from" in output and "env: 2 variables set" in output
+    assert "sk-test" not in output and "!!" not in output  # values are never echoed
+
+
+def test_a_project_env_may_be_an_object_and_paths_are_relative_to_the_file(
+    tmp_path: Path,
+) -> None:
+    config = _project(tmp_path, env={"GREETING_SUFFIX": "?", "DEBUG": True})
+    project = read_project(config)
+    assert project.env == {"GREETING_SUFFIX": "?", "DEBUG": "true"}
+    assert project.dependencies == [(tmp_path / "lib").resolve()]
+    assert project.graphs == {"agent": "./src/agent.py:graph"}
+    assert read_project(tmp_path).path == config.resolve()  # a folder: its langgraph.json
+
+
+def _refused(args: list[str], monkeypatch: pytest.MonkeyPatch, cwd: Path) -> str:
+    """The CLI's one error line for ``serve ARGS`` (it never starts a server)."""
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # what a project adds goes with the test
+    for name in ("GREETING_SUFFIX", "SERVICE_API_KEY"):  # and so does what its .env sets
+        monkeypatch.setenv(name, "")
+    result = CliRunner().invoke(main, ["serve", *args, "--db", str(cwd / "x.db")])
+    assert result.exit_code != 0, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+def test_bad_projects_are_one_line_naming_the_file_the_field_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = _refused(["--config", str(tmp_path / "nope.json")], monkeypatch, tmp_path)
+    assert "nope.json" in missing and "no such file" in missing and "--config" in missing
+
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"graphs": {"agent": "./a.py:graph",}}')
+    line = _refused(["--config", str(broken)], monkeypatch, tmp_path)
+    assert "broken.json" in line and "not valid JSON" in line and "line 1" in line
+
+    cases = {
+        "no graphs": ({"env": {}}, '"graphs" must be an object', "./agent.py:graph"),
+        "no attr": ({"graphs": {"agent": "./src/agent.py"}}, "graphs.agent", "file.py:graph"),
+        "bad value": ({"graphs": {"agent": 3}}, "graphs.agent", '"path"'),
+        "bad env": ({"graphs": {"a": "m:g"}, "env": 3}, '"env"', ".env file"),
+        "bad deps": ({"graphs": {"a": "m:g"}, "dependencies": "."}, "dependencies", "list"),
+        "env file": ({"graphs": {"a": "m:g"}, "env": "missing.env"}, "env", "missing.env"),
+    }
+    for name, (config, field, fix) in cases.items():
+        path = tmp_path / f"{name.replace(' ', '_')}.json"
+        path.write_text(json.dumps(config))
+        line = _refused(["--config", str(path)], monkeypatch, tmp_path)
+        assert path.name in line and field in line and fix in line, (name, line)
+
+    project = tmp_path / "project"
+    _project(project)
+    (project / "src" / "bad.py").write_text("import no_such_package_here\n")
+    graphs = {
+        "missing file": ("./src/gone.py:graph", "no file", "fix the path"),
+        "bad import": ("./src/bad.py:graph", "No module named 'no_such_package_here'", "install"),
+        "no module": ("no_such_module_x:graph", "cannot import module", "PYTHONPATH"),
+        "no attr": ("./src/agent.py:grpah", "no attribute 'grpah'", "graphs there: builder, graph"),
+        "not a graph": ("tests.server.langgraph_apps:not_a_graph", "of type int", "compiled graph"),
+    }
+    for name, (spec, said, fix) in graphs.items():
+        config = _project(project, graphs={"agent": spec})
+        line = _refused(["--config", str(config)], monkeypatch, project)
+        assert "langgraph.json" in line and "graphs.agent" in line, (name, line)
+        assert said in line and fix in line, (name, line)
+
+
+def test_a_graph_target_on_the_command_line_is_checked_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = "tests.server.langgraph_apps:not_a_graph"
+    result = CliRunner().invoke(main, ["serve", target, "--db", str(tmp_path / "x.db")])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"not served: {target}: the value there is of type int")
+    assert lines[-1].lower().startswith("error: none of the workflows could be loaded")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["serve", "--db", str(tmp_path / "x.db")])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "langgraph.json" in result.output and "workflows/*.yaml" in result.output
