@@ -209,8 +209,8 @@ class McpTools:
         self, assistant: Assistant, text: str | None, thread_id: str | None, resume: Any = _NONE
     ) -> types.CallToolResult:
         """Run ``assistant`` (a new thread for ``text``; else answer the human step of
-        ``thread_id`` with ``resume``, give it its next ``text``, or – neither – continue it),
-        wait for it, and say how it ended."""
+        ``thread_id`` with ``resume``, give it its next ``text``, or – neither – continue it,
+        or wait for the run going on it), wait for it, and say how it ended."""
         has_resume = resume is not _NONE
         resume = resume if has_resume else None
         thread = thread_id or str(uuid.uuid4())
@@ -226,18 +226,22 @@ class McpTools:
                     "wrong_assistant",
                     f"thread {thread} holds runs of {owner.assistant_id}; call that tool",
                 )
-            if not self.app.runs.busy(thread):
+        running = [] if new else self.app.runs.busy(thread)
+        if running and text is None and not has_resume:
+            run = running[-1]  # a run going on the thread (a call cut off): wait for it
+        else:
+            if not new and not running:
                 await self.routes.check(thread, text, has_resume)
-        run = await self.app.runs.start(
-            thread_id=thread,
-            assistant=assistant,
-            text=text,
-            resume=resume,
-            multitask_strategy="reject",
-            metadata={"via": "mcp"},
-            kwargs={"input": text, "command": {"resume": resume} if has_resume else None},
-            new_thread=new,
-        )
+            run = await self.app.runs.start(
+                thread_id=thread,
+                assistant=assistant,
+                text=text,
+                resume=resume,
+                multitask_strategy="reject",
+                metadata={"via": "mcp"},
+                kwargs={"input": text, "command": {"resume": resume} if has_resume else None},
+                new_thread=new,
+            )
         await run.done.wait()
         state = await self.app.threads.state(thread)
         values = run.values or state["values"] or {}

@@ -24,6 +24,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from tests.server import apps
 from tests.server.conftest import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +89,31 @@ async def test_a_human_step_needs_input_and_a_second_call_answers_it(
     state = await client.threads.get_state(thread)
     await client.aclose()
     assert state["values"]["answer"] == "published the plan"  # type: ignore[index]
+
+
+async def test_a_second_call_with_the_thread_waits_for_the_run_going_on_it(
+    serve: Callable[..., LiveServer],
+) -> None:
+    server = serve(api_key=KEY)
+    async with _session(server.url) as session:
+        first = asyncio.ensure_future(
+            session.call_tool("gated", {"input": "held up here", "thread_id": "g-1"})
+        )
+        client = get_client(url=server.url, api_key=KEY)
+        for _ in range(600):  # bounded: until the run holds the thread
+            if await _has(client, "g-1") and [
+                r for r in await client.runs.list("g-1") if r["status"] == "running"
+            ]:
+                break
+            await asyncio.sleep(0.05)
+        await client.aclose()
+        second = asyncio.ensure_future(session.call_tool("gated", {"thread_id": "g-1"}))
+        await asyncio.sleep(1)  # time for the second call to reach the server, where it waits
+        assert not second.done()  # the gate holds the run, so it cannot have answered
+        apps.GATE.set()
+        answers = [(await first).structured_content, (await second).structured_content]
+    assert answers[0] == answers[1] and answers[0] is not None
+    assert answers[0]["answer"] == "3 words" and answers[0]["thread_id"] == "g-1"
 
 
 async def test_bad_arguments_are_an_mcp_error_naming_the_field(
