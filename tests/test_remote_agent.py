@@ -161,6 +161,25 @@ async def test_an_a2a_agent_answers_as_a_node(
     assert record["sub_thread"] == record["raw"]["task_id"]  # the remote task the node ran
 
 
+async def test_a_team_leader_delegates_to_a_remote_agent_wrapped_in_a_swarm(
+    a2a_agent: tuple[Echo, str], saver: TrajectorySaver
+) -> None:
+    from aworld_graph import Agent, TeamSwarm
+    from aworld_graph.testing import ScriptedModel, tool_call
+
+    agent, url = a2a_agent
+    member = Swarm(RemoteAgent(name="echo", url=url), name="echoes")
+    leader = Agent(
+        name="lead",
+        model=ScriptedModel([tool_call("ask_echoes", {"request": "check this"}), "checked"]),
+    )
+    response = await Runners.run(
+        "go", swarm=TeamSwarm(leader, member, root_agent=leader), checkpointer=saver
+    )
+    assert response.success and response.answer == "checked"
+    assert agent.received == ["check this"]
+
+
 async def test_a_langgraph_assistant_answers_as_a_node(
     saver: TrajectorySaver, tmp_path: Path
 ) -> None:
