@@ -40,6 +40,7 @@ from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
+    InvalidRequestError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -703,8 +704,11 @@ def _unknown_status(value: Any) -> bool:
     return not isinstance(value, str) or value not in State.keys()
 
 
-def _adapted(endpoint: Handler, path_version: str | None) -> Handler:
-    """``endpoint`` with two readings the SDK's dispatchers lack.
+def _adapted(endpoint: Handler, path_version: str | None, limits: tuple[int, float]) -> Handler:
+    """``endpoint`` with the server's body limits and two readings the SDK's dispatchers lack.
+
+    A body is at most ``limits[0]`` bytes and arrives within ``limits[1]`` seconds, as on
+    every other route (the SDK's dispatchers read whatever comes).
 
     A request without the ``A2A-Version`` header is read as the version its
     ``?A2A-Version=`` parameter names (the spec allows either), else as the version its
@@ -717,7 +721,12 @@ def _adapted(endpoint: Handler, path_version: str | None) -> Handler:
     listing that silently ignores the filter."""
 
     async def adapted(request: Request) -> Response:
-        body = await request.body()
+        try:
+            body = await _bounded(request, *limits)
+        except A2AError as exc:
+            if path_version is None:
+                return JSONResponse(build_error_response(None, exc))
+            return JSONResponse(build_rest_error_payload(exc), 413)
         version = request.headers.get(VERSION_HEADER) or request.query_params.get(VERSION_HEADER)
         if path_version is None:
             method, ident, params = _method(body)
@@ -736,6 +745,26 @@ def _adapted(endpoint: Handler, path_version: str | None) -> Handler:
         return await endpoint(_replayed(request, body, [*request.scope["headers"], header]))
 
     return adapted
+
+
+async def _bounded(request: Request, most: int, seconds: float) -> bytes:
+    """The request's body: at most ``most`` bytes, arriving within ``seconds``; else an
+    invalid-request error that says which."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > most:
+        raise InvalidRequestError(message=f"the request body is over {most} bytes")
+    raw = bytearray()
+    try:
+        async with asyncio.timeout(seconds):
+            async for chunk in request.stream():
+                raw += chunk
+                if len(raw) > most:
+                    raise InvalidRequestError(message=f"the request body is over {most} bytes")
+    except TimeoutError:
+        raise InvalidRequestError(
+            message=f"the request body did not arrive within {seconds} s"
+        ) from None
+    return bytes(raw)
 
 
 _STATUS_RULE = f"status must be one of {', '.join(State.keys()[1:])}"
@@ -774,6 +803,8 @@ class A2ARoutes:
             (CARD_PATH, self.card, ["GET"]),
             (f"/a2a/{{assistant_id:str}}{CARD_PATH}", self.card, ["GET"]),
         ]
+        # the server's own body limits (ServerApp's; the App protocol does not name them)
+        limits = (getattr(self.app, "max_body", 1 << 20), getattr(self.app, "body_timeout", 30.0))
         for assistant in self.app.assistants:
             agent = A2AAgent(self.tasks, assistant)
             prefix = f"/a2a/{assistant.assistant_id}"
@@ -785,7 +816,7 @@ class A2ARoutes:
                 if isinstance(route, Route):  # not the SDK's per-tenant mount: no tenants here
                     legacy = route.path.startswith(f"{prefix}/v1/")  # 0.3's REST paths
                     kind = None if route.path == prefix else "0.3" if legacy else "1.0"
-                    endpoint = _adapted(route.endpoint, kind)
+                    endpoint = _adapted(route.endpoint, kind, limits)
                     rows.append((route.path, endpoint, sorted(route.methods or ())))
         return rows
 

@@ -521,3 +521,16 @@ def test_protocol_0_3_and_requests_without_a_version_header(server: LiveServer) 
         rest = http.get(f"/a2a/chat/tasks/{old['id']}")  # the 1.0 REST path, no header
         assert rest.status_code == 200 and rest.json()["id"] == old["id"]
         assert http.get("/a2a/chat/tasks", params={"status": "DONE"}).status_code == 400
+
+
+def test_a_body_over_the_limit_is_refused(serve: Callable[..., LiveServer]) -> None:
+    server = serve(max_body=4096)
+    big = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x" * 8000}]}}
+    headers = {"A2A-Version": "1.0"}
+    with httpx.Client(base_url=server.url, timeout=30, headers=headers) as http:
+        body = {"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": big}
+        refused = http.post("/a2a/chat", json=body)
+        assert refused.status_code == 200 and refused.json()["error"]["code"] == -32600
+        assert "4096 bytes" in refused.json()["error"]["message"]
+        assert http.post("/a2a/chat/message:send", json=big).status_code == 413
+        assert http.post("/threads/search", json={}).json() == []  # nothing ran
