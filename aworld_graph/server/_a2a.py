@@ -83,7 +83,10 @@ _PAGE = 50
 
 def is_card(path: str) -> bool:
     """Whether ``path`` is an agent card, which answers without the API key."""
-    return path == CARD_PATH or (path.startswith("/a2a/") and path.endswith(CARD_PATH))
+    if path == CARD_PATH:
+        return True
+    name = path.removeprefix("/a2a/").removesuffix(CARD_PATH)
+    return path == f"/a2a/{name}{CARD_PATH}" and bool(name) and "/" not in name
 
 
 def _text_of(message: pb.Message) -> str:
