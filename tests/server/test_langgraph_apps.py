@@ -27,6 +27,7 @@ import pytest
 from click.testing import CliRunner
 from langchain_core.messages import messages_from_dict
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.pregel import Pregel
 from langgraph.pregel.remote import RemoteGraph
 from langgraph.types import Command
 from langgraph_sdk import get_client, get_sync_client
@@ -34,7 +35,7 @@ from langgraph_sdk import get_client, get_sync_client
 from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.cli import main
 from aworld_graph.run import LangGraphApp
-from aworld_graph.server import Assistant, create_app, read_project
+from aworld_graph.server import Assistant, create_app, load_graph, read_project, source_of
 from tests.server import langgraph_apps as apps
 from tests.server.conftest import LiveServer
 
@@ -436,3 +437,18 @@ def test_a_graph_target_on_the_command_line_is_checked_alike(
     result = CliRunner().invoke(main, ["serve", "--db", str(tmp_path / "x.db")])
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert "langgraph.json" in result.output and "workflows/*.yaml" in result.output
+
+
+def test_a_graph_loads_by_file_or_module_and_the_cli_runs_it(tmp_path: Path) -> None:
+    by_file = load_graph("./tests/server/langgraph_apps.py:review_graph", where="t", base=ROOT)
+    assert isinstance(by_file, Pregel) and set(by_file.nodes) >= {"draft", "review"}
+    by_module = load_graph("tests.server.langgraph_apps:chat_builder", where="t")
+    app = source_of(by_module, name="chat", where="t")
+    assert isinstance(app, LangGraphApp) and not app.factory and app.name == "chat"
+    assert source_of(apps.make_graph, name="greeter", where="t").factory  # type: ignore[union-attr]
+    db = str(tmp_path / "cli.db")
+    result = CliRunner().invoke(
+        main, ["run", "tests.server.langgraph_apps:chat", "-i", "hello app", "--db", db]
+    )
+    assert result.exit_code == 0, result.output
+    assert "answer: you said: hello app" in result.output
