@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
     from ._assistant_table import AssistantTable
 
 __all__ = ["Assistant", "Assistants", "target_key"]
+
+LANGGRAPH_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+"""LangGraph's server names a graph's own assistant ``uuid5(LANGGRAPH_NAMESPACE, graph_id)``;
+that id finds the same assistant here."""
 
 _VERSIONED = re.compile(r"^(?P<base>.+)\.v(?P<n>\d+)$")
 _STARTED = now()
@@ -111,6 +116,10 @@ def mirrored(
     elif context:
         config["configurable"] = dict(context)
     return config, context
+
+
+def _langgraph_id(graph_id: str) -> str:
+    return str(uuid.uuid5(LANGGRAPH_NAMESPACE, graph_id))
 
 
 def target_key(target: str) -> str:
@@ -390,6 +399,11 @@ class Assistants:
         found = self.by_id.get(assistant_id)
         if found is None and self.table is not None:
             found = self._made(self.table.get(assistant_id))
+        if found is None:  # LangGraph's id of a graph's own assistant
+            found = next(
+                (a for a in self.by_id.values() if _langgraph_id(a.graph_id) == assistant_id),
+                None,
+            )
         return found or self.graph(assistant_id)
 
     def get(self, assistant_id: str) -> Assistant:

@@ -6,6 +6,7 @@ field."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -200,6 +201,9 @@ def test_bad_input_is_a_4xx_naming_the_field(server: LiveServer) -> None:
         refused("POST", "/assistants/search", {"select": ["secret"]}, 422, "select")
         refused("POST", "/assistants/count", {"metadata": "x"}, 422, "metadata")
         refused("GET", "/assistants/greeter/subgraphs?recurse=maybe", None, 422, "recurse")
+        # LangGraph's server's id of a graph's own assistant finds it here too
+        langgraph_id = str(uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), "greeter"))
+        assert http.get(f"/assistants/{langgraph_id}").json()["assistant_id"] == "greeter"
         # a graph's own assistant lists one version: itself
         versions = http.post("/assistants/greeter/versions", json={}).json()
         assert [v["assistant_id"] for v in versions] == ["greeter"]
