@@ -46,6 +46,7 @@ from ..config import TaskConfig
 from ..run import CriticScore, GraphRun, RunEvent, StepEvent, built, pending_nodes
 from ..task import Task
 from ._assistants import Assistant
+from ._chat import chat_chunk, chat_updates, chat_values, next_reply_id
 from ._langgraph_app import MessageParts
 from ._run_table import RunTable
 from ._webhooks import Webhooks
@@ -223,9 +224,12 @@ class _Sink:
         self.ids: dict[str, str] = {}
         self.wants = {m: event_name(m, run.modes) is not None for m in _PARTS}
         self.messages = MessageParts()  # a LangGraph application's messages stream
+        self.app = run.assistant.is_app
+        self.before: Any = []
+        """The state's messages as last streamed: what the next replies' ids follow from."""
 
     def _message_id(self, agent: str) -> str:
-        return self.ids.setdefault(agent, f"run-{self.run.run_id}-{uuid.uuid4().hex[:8]}")
+        return self.ids.setdefault(agent, next_reply_id(self.before, agent))
 
     def __call__(self, event: RunEvent | StepEvent) -> None:
         feed, wants = self.run.feed, self.wants
@@ -234,7 +238,9 @@ class _Sink:
             conf = (checkpoint["config"] or {}).get("configurable") or {}
             self.run.checkpoints.append(str(conf["checkpoint_id"]))
             self.run.notify()
-            values = clean(checkpoint.get("values") or {})  # the run's values: always
+            stored = clean(checkpoint.get("values") or {})  # the run's values: always
+            self.before = stored.get("messages")
+            values = chat_values(stored, self.app)  # as chat UIs read them
             if (checkpoint.get("metadata") or {}).get("source") != "input":  # not before it
                 self.run.values = values
                 if wants["values"]:
@@ -246,7 +252,7 @@ class _Sink:
         if event["event"] == "update":
             if not (wants["updates"] or wants["custom"]):
                 return
-            updates = clean(event["updates"])
+            updates = chat_updates(clean(event["updates"]), self.before, self.app)
             if wants["updates"]:
                 feed.append("updates", updates)
             for node, delta in updates.items():
@@ -273,31 +279,24 @@ class _Sink:
             ident = self._message_id(agent)
             text = event["text"]
             self.partial[agent] = self.partial.get(agent, "") + text
-            chunk = {"type": "AIMessageChunk", "id": ident, "content": text}
-            put("messages-tuple", [chunk, meta])
+            put("messages-tuple", [chat_chunk(ident, agent, text), meta])
             if len(self.partial[agent]) == len(text):
                 put("messages/metadata", {ident: {"metadata": meta}})
-            whole = {"type": "ai", "id": ident, "content": self.partial[agent]}
+            whole = {**chat_chunk(ident, agent, self.partial[agent]), "type": "ai"}
             put("messages/partial", [whole])
         elif event["event"] == "llm_call":
             agent = event["agent"]
             meta = {"langgraph_node": agent, "run_id": self.run.run_id}
             ident = self._message_id(agent)
-            calls = [
-                {"id": c.get("id"), "name": c.get("name"), "args": c.get("arguments")}
-                for c in event["tool_calls"] or []
-            ]
-            message = {
-                "type": "ai",
-                "id": ident,
-                "content": event["content"] or "",
-                "tool_calls": calls,
-                "usage_metadata": event["usage"],
-            }
+            calls = event["tool_calls"] or []
+            whole = chat_chunk(ident, agent, event["content"] or "", calls, event["usage"])
             if agent not in self.partial:  # no tokens were streamed: one whole chunk
-                put("messages-tuple", [{**message, "type": "AIMessageChunk"}, meta])
+                put("messages-tuple", [whole, meta])
                 put("messages/metadata", {ident: {"metadata": meta}})
-            put("messages/complete", [message])
+            elif calls:  # the text was streamed: its tool calls follow in a chunk of their own
+                put("messages-tuple", [chat_chunk(ident, agent, "", calls), meta])
+            complete = {k: v for k, v in whole.items() if k != "tool_call_chunks"}
+            put("messages/complete", [{**complete, "type": "ai"}])
             self.partial.pop(agent, None)
             self.ids.pop(agent, None)
 
@@ -655,7 +654,7 @@ class RunManager:
                 **run.assistant.run_options(run.run_id, run.thread_id, run.kwargs),
             )
         if run.values is None or response.status not in ("finished", "interrupted"):
-            run.values = clean(response.state or {})
+            run.values = chat_values(clean(response.state or {}), run.assistant.is_app)
         if response.interrupts:
             interrupts = clean(response.interrupts)
             run.feed.append("values", {**(run.values or {}), "__interrupt__": interrupts})

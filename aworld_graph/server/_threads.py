@@ -22,6 +22,7 @@ from ..run import built
 from ..runner import Runners
 from ..trajectory import run_status
 from ._assistants import Assistant, Assistants
+from ._chat import chat_values
 from ._runs import RunManager, stamp
 from ._thread_table import ThreadTable
 from ._wire import ApiError, checkpoint_ref, clean, snapshot_json, to_messages
@@ -180,7 +181,7 @@ class Threads:
             "updated_at": summary.last_at if summary else at,
             "metadata": clean(metadata),
             "status": status,
-            "values": clean(values or {}),
+            "values": chat_values(clean(values or {}), assistant is not None and assistant.is_app),
             "interrupts": interrupts,
         }
 
@@ -279,7 +280,7 @@ class Threads:
             return snapshot_json(_Empty(), thread_id)
         compiled = await self._graph(thread_id)
         snapshot = await compiled.aget_state(_config(thread_id, checkpoint_id))
-        return _state_json(snapshot, thread_id)
+        return self._state_json(snapshot, thread_id)
 
     async def history(self, thread_id: str, body: Mapping[str, Any]) -> list[dict[str, Any]]:
         latest = await self._latest(thread_id)
@@ -298,7 +299,7 @@ class Threads:
             limit=int(body.get("limit") or 10),
         ):
             if (snapshot.metadata or {}).get("source") != CREATED:
-                out.append(_state_json(snapshot, thread_id))
+                out.append(self._state_json(snapshot, thread_id))
         return out
 
     async def update_state(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -339,14 +340,16 @@ class Threads:
             raise ApiError(422, "invalid_update", f"{type(exc).__name__}: {exc}") from None
         return {"checkpoint": checkpoint_ref(config)}
 
-
-def _state_json(snapshot: Any, thread_id: str) -> dict[str, Any]:
-    """A snapshot as the API's ``ThreadState``. The first run's input checkpoint (step -1)
-    shows no parent: at most a thread record comes before it, and that is not state."""
-    data = snapshot_json(snapshot, thread_id)
-    if (snapshot.metadata or {}).get("step") == -1:
-        data["parent_checkpoint"] = None
-    return data
+    def _state_json(self, snapshot: Any, thread_id: str) -> dict[str, Any]:
+        """A snapshot as the API's ``ThreadState``, its messages as chat UIs read them. The
+        first run's input checkpoint (step -1) shows no parent: at most a thread record comes
+        before it, and that is not state."""
+        data = snapshot_json(snapshot, thread_id)
+        assistant = self.assistants.of_metadata(snapshot.metadata or {})
+        data["values"] = chat_values(data["values"], assistant is not None and assistant.is_app)
+        if (snapshot.metadata or {}).get("step") == -1:
+            data["parent_checkpoint"] = None
+        return data
 
 
 _THREAD_STATUS = {"error": "error", "interrupted": "interrupted", "running": "interrupted"}
