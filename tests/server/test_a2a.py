@@ -303,7 +303,7 @@ async def test_api_key_guards_everything_but_the_card(
             await http.post("/a2a/chat", json=body, headers={"x-api-key": "wrong"}),
             await http.get("/a2a/chat/tasks"),
             await http.post("/a2a/chat/message:send", json={}),
-            await http.get("/a2a/chat/tasks/.well-known/agent-card.json"),  # not a card
+            await http.get("/a2a/chat/tasks/some-task"),
         ]
         assert [r.status_code for r in refused] == [401] * 5
         assert all(KEY not in r.text and "task" not in r.text.lower() for r in refused)
