@@ -132,8 +132,9 @@ async def test_send_get_list_on_a_thread_the_langgraph_api_sees(
     await sdk.aclose()
 
 
-async def test_stream_a_task(server: LiveServer) -> None:
-    client = await _client(f"{server.url}/a2a/counter", streaming=True)
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_stream_a_task(server: LiveServer, binding: str) -> None:
+    client = await _client(f"{server.url}/a2a/counter", binding, streaming=True)
     events = await _sent(client, _message("three little words"))
     kinds = _kinds(events)
     assert kinds[0] == "task" and kinds[-2:] == ["artifact_update", "status_update"], kinds
