@@ -4,10 +4,11 @@ count; a created assistant's ``config`` and ``context`` apply to its runs; assis
 in the store and outlive the server (SQLite and PostgreSQL); bad input is a 4xx naming the
 field."""
 
+# ruff: noqa: F811 (app_server's fixtures, imported here, are the tests' parameters)
+
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -16,37 +17,15 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
 from aworld_graph.checkpoint import TrajectorySaver, open_store
-from aworld_graph.run import LangGraphApp
-from aworld_graph.server import Assistant, create_app
-from tests.server import apps, langgraph_apps
+from aworld_graph.server import create_app
+from tests.server.app_server import app_sdk, app_server, served  # noqa: F401 (fixtures)
 from tests.server.conftest import LiveServer
 
 USER = {"messages": [{"role": "user", "content": "hi there"}]}
 
 
-def served() -> list[Assistant]:
-    return [
-        Assistant.of(LangGraphApp(langgraph_apps.make_graph, name="greeter")),
-        Assistant.of(langgraph_apps.persona, assistant_id="persona"),
-        Assistant.of(apps.chat, target="tests.server.apps:chat"),
-    ]
-
-
-@pytest.fixture
-def server(store: TrajectorySaver) -> Iterator[LiveServer]:
-    with LiveServer(create_app(served(), store=store, api_key="")) as live:
-        yield live
-
-
-@pytest.fixture
-async def sdk(server: LiveServer) -> AsyncIterator[Any]:
-    client = get_client(url=server.url, api_key=None)
-    yield client
-    await client.aclose()
-
-
-async def test_create_update_versions_latest_and_delete(sdk: Any) -> None:
-    made = await sdk.assistants.create(
+async def test_create_update_versions_latest_and_delete(app_sdk: Any) -> None:
+    made = await app_sdk.assistants.create(
         "greeter",
         config={"configurable": {"greeting": "ahoy"}, "tags": ["sea"]},
         metadata={"team": "ships", "tier": 1},
@@ -58,102 +37,107 @@ async def test_create_update_versions_latest_and_delete(sdk: Any) -> None:
     assert made["graph_id"] == "greeter" and made["name"] == "Pirate"
     assert made["context"] == {"greeting": "ahoy"}  # kept in step with configurable
     assert made["config"]["tags"] == ["sea"]
-    assert await sdk.assistants.get("pirate-1") == made
+    assert await app_sdk.assistants.get("pirate-1") == made
     with pytest.raises(ConflictError, match="pirate-1 exists"):
-        await sdk.assistants.create("greeter", assistant_id="pirate-1")
-    same = await sdk.assistants.create("greeter", assistant_id="pirate-1", if_exists="do_nothing")
+        await app_sdk.assistants.create("greeter", assistant_id="pirate-1")
+    same = await app_sdk.assistants.create(
+        "greeter", assistant_id="pirate-1", if_exists="do_nothing"
+    )
     assert same == made
-    untitled = await sdk.assistants.create("greeter")
+    untitled = await app_sdk.assistants.create("greeter")
     assert untitled["name"] == "Untitled" and untitled["assistant_id"] != "pirate-1"
 
-    updated = await sdk.assistants.update(
+    updated = await app_sdk.assistants.update(
         "pirate-1", config={"configurable": {"greeting": "arr"}}, metadata={"tier": 2}
     )
     assert updated["version"] == 2 and updated["context"] == {"greeting": "arr"}
     assert updated["metadata"] == {"team": "ships", "tier": 2}  # merged
     assert updated["name"] == "Pirate" and updated["created_at"] == made["created_at"]
-    renamed = await sdk.assistants.update("pirate-1", name="Captain")
+    renamed = await app_sdk.assistants.update("pirate-1", name="Captain")
     assert renamed["version"] == 3 and renamed["context"] == {"greeting": "arr"}
 
-    versions = await sdk.assistants.get_versions("pirate-1")
+    versions = await app_sdk.assistants.get_versions("pirate-1")
     assert [v["version"] for v in versions] == [3, 2, 1]
     assert [v["name"] for v in versions] == ["Captain", "Pirate", "Pirate"]
-    tier_one = await sdk.assistants.get_versions("pirate-1", metadata={"tier": 1})
+    tier_one = await app_sdk.assistants.get_versions("pirate-1", metadata={"tier": 1})
     assert [v["version"] for v in tier_one] == [1]
     assert [
-        v["version"] for v in await sdk.assistants.get_versions("pirate-1", limit=1, offset=1)
+        v["version"] for v in await app_sdk.assistants.get_versions("pirate-1", limit=1, offset=1)
     ] == [2]
 
-    back = await sdk.assistants.set_latest("pirate-1", 1)
+    back = await app_sdk.assistants.set_latest("pirate-1", 1)
     assert back["version"] == 1 and back["config"]["configurable"] == {"greeting": "ahoy"}
-    assert back["name"] == "Pirate" and (await sdk.assistants.get("pirate-1"))["version"] == 1
-    ran = await sdk.runs.wait(None, "pirate-1", input=USER)
+    assert back["name"] == "Pirate" and (await app_sdk.assistants.get("pirate-1"))["version"] == 1
+    ran = await app_sdk.runs.wait(None, "pirate-1", input=USER)
     assert ran["messages"][-1]["content"] == "ahoy, hi there"  # the latest version's config
-    after = await sdk.assistants.update("pirate-1", metadata={"x": 1})
+    after = await app_sdk.assistants.update("pirate-1", metadata={"x": 1})
     assert after["version"] == 4  # a new version after the highest, not after the latest
 
-    await sdk.assistants.delete("pirate-1")
+    await app_sdk.assistants.delete("pirate-1")
     with pytest.raises(NotFoundError):
-        await sdk.assistants.get("pirate-1")
+        await app_sdk.assistants.get("pirate-1")
     with pytest.raises(NotFoundError):
-        await sdk.assistants.get_versions("pirate-1")
+        await app_sdk.assistants.get_versions("pirate-1")
     with pytest.raises(NotFoundError):
-        await sdk.assistants.delete("pirate-1")
+        await app_sdk.assistants.delete("pirate-1")
 
 
-async def test_a_created_assistants_config_and_context_apply_to_its_runs(sdk: Any) -> None:
-    pirate = await sdk.assistants.create("greeter", config={"configurable": {"greeting": "ahoy"}})
-    gruff = await sdk.assistants.create("persona", context={"tone": "gruff"})
-    thread = (await sdk.threads.create())["thread_id"]
-    said = await sdk.runs.wait(thread, pirate["assistant_id"], input=USER)
+async def test_a_created_assistants_config_and_context_apply_to_its_runs(app_sdk: Any) -> None:
+    pirate = await app_sdk.assistants.create(
+        "greeter", config={"configurable": {"greeting": "ahoy"}}
+    )
+    gruff = await app_sdk.assistants.create("persona", context={"tone": "gruff"})
+    thread = (await app_sdk.threads.create())["thread_id"]
+    said = await app_sdk.runs.wait(thread, pirate["assistant_id"], input=USER)
     assert said["messages"][-1]["content"] == "ahoy, hi there"
-    state = await sdk.threads.get_state(thread)
+    state = await app_sdk.threads.get_state(thread)
     assert state["metadata"]["assistant_id"] == pirate["assistant_id"]
     assert state["metadata"]["graph_id"] == "greeter"
-    assert (await sdk.threads.get(thread))["metadata"]["assistant_id"] == pirate["assistant_id"]
+    assert (await app_sdk.threads.get(thread))["metadata"]["assistant_id"] == pirate["assistant_id"]
     # the run's own config goes over the assistant's
-    told = await sdk.runs.wait(
+    told = await app_sdk.runs.wait(
         None, pirate["assistant_id"], input=USER, config={"configurable": {"greeting": "yo"}}
     )
     assert told["messages"][-1]["content"] == "yo, hi there"
-    tone = await sdk.runs.wait(None, gruff["assistant_id"], input=USER)
+    tone = await app_sdk.runs.wait(None, gruff["assistant_id"], input=USER)
     assert tone["messages"][-1]["content"] == "[gruff] hi there"
-    runs = await sdk.runs.list(thread)
+    runs = await app_sdk.runs.list(thread)
     assert [r["assistant_id"] for r in runs] == [pirate["assistant_id"]]
     # its graph's own assistant still runs with the graph's defaults
-    plain = await sdk.runs.wait(None, "greeter", input=USER)
+    plain = await app_sdk.runs.wait(None, "greeter", input=USER)
     assert plain["messages"][-1]["content"] == "hello, hi there"
     # a thread of a deleted assistant is still read through its graph
-    await sdk.assistants.delete(pirate["assistant_id"])
-    assert (await sdk.threads.get_state(thread))["values"]["messages"][-1]["content"] == (
+    await app_sdk.assistants.delete(pirate["assistant_id"])
+    assert (await app_sdk.threads.get_state(thread))["values"]["messages"][-1]["content"] == (
         "ahoy, hi there"
     )
 
 
-async def test_search_and_count_see_created_assistants(sdk: Any) -> None:
-    first = await sdk.assistants.create("greeter", name="Alpha", metadata={"team": {"a": 1}})
-    second = await sdk.assistants.create("persona", name="Beta", metadata={"team": {"a": 2}})
-    assert await sdk.assistants.count() == 5
-    assert await sdk.assistants.count(graph_id="greeter") == 2
-    assert await sdk.assistants.count(metadata={"created_by": "system"}) == 3
-    newest = await sdk.assistants.search(limit=2)
+async def test_search_and_count_see_created_assistants(app_sdk: Any) -> None:
+    first = await app_sdk.assistants.create("greeter", name="Alpha", metadata={"team": {"a": 1}})
+    second = await app_sdk.assistants.create("persona", name="Beta", metadata={"team": {"a": 2}})
+    assert await app_sdk.assistants.count() == 8
+    assert await app_sdk.assistants.count(graph_id="greeter") == 2
+    assert await app_sdk.assistants.count(metadata={"created_by": "system"}) == 6
+    newest = await app_sdk.assistants.search(limit=2)
     assert [a["assistant_id"] for a in newest] == [second["assistant_id"], first["assistant_id"]]
-    by_name = await sdk.assistants.search(name="alp")
+    by_name = await app_sdk.assistants.search(name="alp")
     assert [a["assistant_id"] for a in by_name] == [first["assistant_id"]]
-    nested = await sdk.assistants.search(metadata={"team": {"a": 2}})
+    nested = await app_sdk.assistants.search(metadata={"team": {"a": 2}})
     assert [a["assistant_id"] for a in nested] == [second["assistant_id"]]
-    named = await sdk.assistants.search(sort_by="name", sort_order="asc", select=["name"])
-    assert named == [{"name": n} for n in ["Alpha", "Beta", "chat", "greeter", "persona"]]
-    page = await sdk.assistants.search(limit=2, offset=1, response_format="object")
+    named = await app_sdk.assistants.search(sort_by="name", sort_order="asc", select=["name"])
+    names = ["Alpha", "Beta", "chat", "counter", "greeter", "nested", "persona", "review"]
+    assert named == [{"name": n} for n in names]
+    page = await app_sdk.assistants.search(limit=2, offset=1, response_format="object")
     assert len(page["assistants"]) == 2 and page["next"] == "3"
-    last = await sdk.assistants.search(limit=2, offset=4, response_format="object")
+    last = await app_sdk.assistants.search(limit=2, offset=7, response_format="object")
     assert len(last["assistants"]) == 1 and last["next"] is None
     with pytest.raises(NotFoundError, match="graph_id 'nope' is not served"):
-        await sdk.assistants.search(graph_id="nope")
+        await app_sdk.assistants.search(graph_id="nope")
 
 
-def test_bad_input_is_a_4xx_naming_the_field(server: LiveServer) -> None:
-    with httpx.Client(base_url=server.url, timeout=30) as http:
+def test_bad_input_is_a_4xx_naming_the_field(app_server: LiveServer) -> None:
+    with httpx.Client(base_url=app_server.url, timeout=30) as http:
 
         def refused(method: str, path: str, body: Any, status: int, *words: str) -> None:
             answer = http.request(method, path, json=body)

@@ -10,6 +10,8 @@ resume, a state edit), each is compared with the same graph run in this process 
 own ``InMemorySaver``.
 """
 
+# ruff: noqa: F811 (app_server's fixtures, imported here, are the tests' parameters)
+
 from __future__ import annotations
 
 import json
@@ -18,7 +20,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,35 +36,13 @@ from langgraph_sdk import get_client, get_sync_client
 from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.cli import main
 from aworld_graph.run import LangGraphApp
-from aworld_graph.server import Assistant, create_app, load_graph, read_project, source_of
+from aworld_graph.server import load_graph, read_project, source_of
 from tests.server import langgraph_apps as apps
+from tests.server.app_server import app_sdk, app_server  # noqa: F401 (fixtures)
 from tests.server.conftest import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = {"messages": [{"role": "user", "content": "hi there"}]}
-
-
-def served() -> list[Assistant]:
-    return [
-        Assistant.of(apps.chat, assistant_id="chat", target="tests.server.langgraph_apps:chat"),
-        Assistant.of(apps.review_graph, assistant_id="review"),
-        Assistant.of(LangGraphApp(apps.make_graph, name="greeter")),
-        Assistant.of(apps.nested, assistant_id="nested"),
-        Assistant.of(apps.persona, assistant_id="persona"),
-    ]
-
-
-@pytest.fixture
-def server(store: TrajectorySaver) -> Iterator[LiveServer]:
-    with LiveServer(create_app(served(), store=store, api_key="")) as live:
-        yield live
-
-
-@pytest.fixture
-async def sdk(server: LiveServer) -> AsyncIterator[Any]:
-    client = get_client(url=server.url, api_key=None)
-    yield client
-    await client.aclose()
 
 
 def _local(graph: Any) -> Any:
@@ -76,11 +55,11 @@ def _plain(messages: list[dict[str, Any]]) -> list[tuple[str, Any]]:
 
 
 async def test_a_state_graph_streams_its_own_state_messages_and_writes(
-    sdk: Any, store: TrajectorySaver
+    app_sdk: Any, store: TrajectorySaver
 ) -> None:
-    thread = (await sdk.threads.create())["thread_id"]
+    thread = (await app_sdk.threads.create())["thread_id"]
     modes = ["values", "updates", "messages-tuple", "custom"]
-    parts = [p async for p in sdk.runs.stream(thread, "chat", input=USER, stream_mode=modes)]
+    parts = [p async for p in app_sdk.runs.stream(thread, "chat", input=USER, stream_mode=modes)]
     events = [p.event for p in parts]
     assert events[0] == "metadata" and "error" not in events
     values = [p.data for p in parts if p.event == "values"]
@@ -95,7 +74,7 @@ async def test_a_state_graph_streams_its_own_state_messages_and_writes(
     assert [list(p.data) for p in parts if p.event == "updates"] == [["reply"]]
 
     # the thread is the graph's own state, in the server's store (not the graph's own saver)
-    state = await sdk.threads.get_state(thread)
+    state = await app_sdk.threads.get_state(thread)
     assert state["values"]["turns"] == 1 and state["next"] == []
     assert messages_from_dict(
         [{"type": m["type"], "data": m} for m in state["values"]["messages"]]
@@ -103,7 +82,7 @@ async def test_a_state_graph_streams_its_own_state_messages_and_writes(
     assert thread in {t.thread_id for t in store.threads()}
     assert list(apps.chat.checkpointer.list(None)) == []  # type: ignore[union-attr]
     # a second turn goes on from the thread, as the graph's reducer says
-    again = await sdk.runs.wait(
+    again = await app_sdk.runs.wait(
         thread, "chat", input={"messages": [{"role": "user", "content": "again"}]}
     )
     local = _local(apps.chat)
@@ -112,24 +91,24 @@ async def test_a_state_graph_streams_its_own_state_messages_and_writes(
     expected = local.invoke({"messages": [{"role": "user", "content": "again"}]}, conf)
     assert again["turns"] == expected["turns"] == 2
     assert _plain(again["messages"]) == [(m.type, m.content) for m in expected["messages"]]
-    history = await sdk.threads.get_history(thread, limit=20)
+    history = await app_sdk.threads.get_history(thread, limit=20)
     assert [h["metadata"]["step"] for h in history][:3] == [4, 3, 2]
     assert all(h["metadata"]["graph_id"] == "chat" for h in history)
-    thread_row = await sdk.threads.get(thread)
+    thread_row = await app_sdk.threads.get(thread)
     assert thread_row["status"] == "idle" and thread_row["metadata"]["assistant_id"] == "chat"
 
 
-async def test_the_messages_mode_sends_metadata_then_the_message_so_far(sdk: Any) -> None:
-    parts = [p async for p in sdk.runs.stream(None, "chat", input=USER, stream_mode="messages")]
+async def test_the_messages_mode_sends_metadata_then_the_message_so_far(app_sdk: Any) -> None:
+    parts = [p async for p in app_sdk.runs.stream(None, "chat", input=USER, stream_mode="messages")]
     events = [p.event for p in parts if p.event != "metadata"]
     assert events[0] == "messages/metadata" and set(events[1:]) == {"messages/partial"}
     growing = [p.data[0]["content"] for p in parts if p.event == "messages/partial"]
     assert growing[-1] == "you said: hi there" and growing == sorted(growing, key=len)
 
 
-async def test_an_interrupt_waits_and_a_resume_goes_on_as_in_langgraph(sdk: Any) -> None:
-    thread = (await sdk.threads.create())["thread_id"]
-    asked = await sdk.runs.wait(thread, "review", input=USER)
+async def test_an_interrupt_waits_and_a_resume_goes_on_as_in_langgraph(app_sdk: Any) -> None:
+    thread = (await app_sdk.threads.create())["thread_id"]
+    asked = await app_sdk.runs.wait(thread, "review", input=USER)
     local = _local(apps.review_graph)
     conf = {"configurable": {"thread_id": "t"}}
     expected = local.invoke(USER, conf)
@@ -137,69 +116,69 @@ async def test_an_interrupt_waits_and_a_resume_goes_on_as_in_langgraph(sdk: Any)
     assert [i["value"] for i in asked["__interrupt__"]] == [
         i.value for i in expected["__interrupt__"]
     ]
-    state = await sdk.threads.get_state(thread)
+    state = await app_sdk.threads.get_state(thread)
     assert state["next"] == ["review"] and state["interrupts"][0]["value"]["draft"]
-    assert (await sdk.threads.get(thread))["status"] == "interrupted"
-    done = await sdk.runs.wait(thread, "review", command={"resume": "approved"})
+    assert (await app_sdk.threads.get(thread))["status"] == "interrupted"
+    done = await app_sdk.runs.wait(thread, "review", command={"resume": "approved"})
     finished = local.invoke(Command(resume="approved"), conf)
     assert done["verdict"] == finished["verdict"] == "approved"
     assert _plain(done["messages"])[-1] == ("ai", "verdict: approved")
-    assert (await sdk.threads.get(thread))["status"] == "idle"
+    assert (await app_sdk.threads.get(thread))["status"] == "idle"
 
 
-async def test_a_factory_is_called_with_the_runs_config(sdk: Any) -> None:
-    default = await sdk.runs.wait(None, "greeter", input=USER)
+async def test_a_factory_is_called_with_the_runs_config(app_sdk: Any) -> None:
+    default = await app_sdk.runs.wait(None, "greeter", input=USER)
     assert default["messages"][-1]["content"] == "hello, hi there"
     config = {"configurable": {"greeting": "ahoy"}}
-    told = await sdk.runs.wait(None, "greeter", input=USER, config=config)
+    told = await app_sdk.runs.wait(None, "greeter", input=USER, config=config)
     assert told["messages"][-1]["content"] == "ahoy, hi there"
 
 
-async def test_schemas_graph_and_subgraphs_are_the_graphs_own(sdk: Any) -> None:
-    schemas = await sdk.assistants.get_schemas("chat")
+async def test_schemas_graph_and_subgraphs_are_the_graphs_own(app_sdk: Any) -> None:
+    schemas = await app_sdk.assistants.get_schemas("chat")
     assert set(schemas["input_schema"]["properties"]) == {"messages", "turns"}
     assert set(schemas["state_schema"]["properties"]) == {"messages", "turns"}
     assert schemas["graph_id"] == "chat"
-    context = (await sdk.assistants.get_schemas("persona"))["context_schema"]
+    context = (await app_sdk.assistants.get_schemas("persona"))["context_schema"]
     assert context["properties"]["tone"]["default"] == "plain"
-    graph = await sdk.assistants.get_graph("review")
+    graph = await app_sdk.assistants.get_graph("review")
     assert {n["id"] for n in graph["nodes"]} == {"__start__", "draft", "review", "__end__"}
     assert all("id" not in (n.get("data") or {}) for n in graph["nodes"])
-    subgraphs = await sdk.assistants.get_subgraphs("nested")
+    subgraphs = await app_sdk.assistants.get_subgraphs("nested")
     assert list(subgraphs) == ["inner"]
     assert set(subgraphs["inner"]["state_schema"]["properties"]) == {"messages", "turns"}
-    assert await sdk.assistants.get_subgraphs("chat") == {}
-    described = await sdk.assistants.get("chat")
+    assert await app_sdk.assistants.get_subgraphs("chat") == {}
+    described = await app_sdk.assistants.get("chat")
     assert described["metadata"]["kind"] == "langgraph"
     assert described["metadata"]["created_by"] == "system"
 
 
-async def test_context_reaches_the_graphs_runtime(sdk: Any) -> None:
-    said = await sdk.runs.wait(None, "persona", input=USER, context={"tone": "gruff"})
+async def test_context_reaches_the_graphs_runtime(app_sdk: Any) -> None:
+    said = await app_sdk.runs.wait(None, "persona", input=USER, context={"tone": "gruff"})
     assert said["messages"][-1]["content"] == "[gruff] hi there"
-    plain = await sdk.runs.wait(None, "persona", input=USER)
+    plain = await app_sdk.runs.wait(None, "persona", input=USER)
     assert plain["messages"][-1]["content"] == "[plain] hi there"
 
 
-async def test_a_state_edit_is_langgraphs_own(sdk: Any) -> None:
-    thread = (await sdk.threads.create())["thread_id"]
-    await sdk.runs.wait(thread, "chat", input=USER)
-    await sdk.threads.update_state(thread, {"turns": 10})
-    state = await sdk.threads.get_state(thread)
+async def test_a_state_edit_is_langgraphs_own(app_sdk: Any) -> None:
+    thread = (await app_sdk.threads.create())["thread_id"]
+    await app_sdk.runs.wait(thread, "chat", input=USER)
+    await app_sdk.threads.update_state(thread, {"turns": 10})
+    state = await app_sdk.threads.get_state(thread)
     local = _local(apps.chat)
     conf = {"configurable": {"thread_id": "t"}}
     local.invoke(USER, conf)
     local.update_state(conf, {"turns": 10})
     assert state["values"]["turns"] == local.get_state(conf).values["turns"] == 10
     assert state["metadata"]["source"] == "update"
-    after = await sdk.runs.wait(
+    after = await app_sdk.runs.wait(
         thread, "chat", input={"messages": [{"role": "user", "content": "x"}]}
     )
     assert after["turns"] == 11
 
 
-def test_remote_graph_invokes_streams_interrupts_and_reads_state(server: LiveServer) -> None:
-    sync_client = get_sync_client(url=server.url, api_key=None)
+def test_remote_graph_invokes_streams_interrupts_and_reads_state(app_server: LiveServer) -> None:
+    sync_client = get_sync_client(url=app_server.url, api_key=None)
     try:
         _remote_graph(sync_client)
     finally:
