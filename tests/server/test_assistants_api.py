@@ -113,6 +113,19 @@ async def test_a_created_assistants_config_and_context_apply_to_its_runs(app_sdk
     )
 
 
+async def test_an_assistant_keeps_no_secret(app_sdk: Any, store: TrajectorySaver) -> None:
+    secret = "sk-abcdefghijklmnopqrstuvwx"
+    made = await app_sdk.assistants.create(
+        "greeter",
+        config={"configurable": {"openai_api_key": secret, "greeting": "hi"}},
+        metadata={"note": f"key {secret}"},
+    )
+    assert secret not in str(made) and made["config"]["configurable"] == {"greeting": "hi"}
+    with store.database.read() as tx:
+        rows = tx.all("SELECT config, context, metadata FROM assistant_versions")
+    assert rows and secret not in str(rows)
+
+
 async def test_search_and_count_see_created_assistants(app_sdk: Any) -> None:
     first = await app_sdk.assistants.create("greeter", name="Alpha", metadata={"team": {"a": 1}})
     second = await app_sdk.assistants.create("persona", name="Beta", metadata={"team": {"a": 2}})
