@@ -163,8 +163,9 @@ class Threads:
         }
         run = "finished"  # the run's status by the one rule, then as LangGraph's API says it
         if state is not None:
+            own = None if assistant is None or assistant.is_app else state.values or {}
             run = run_status(
-                (state.values or {}).get("status"),
+                (own or {}).get("status"),  # an app's "status" is its own, not the run's
                 failed=any(_failed(t.error) for t in state.tasks),
                 interrupted=bool(interrupts),
                 pending=bool(state.next or state.tasks),

@@ -52,10 +52,12 @@ class ReviewState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     draft: str
     verdict: str
+    status: str
+    """A field of the graph's own: not how its runs went."""
 
 
 def draft(state: ReviewState) -> dict[str, Any]:
-    return {"draft": f"draft of {_said(state)}"}  # type: ignore[arg-type]
+    return {"draft": f"draft of {_said(state)}", "status": "error"}  # type: ignore[arg-type]
 
 
 def review(state: ReviewState) -> dict[str, Any]:
