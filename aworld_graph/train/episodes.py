@@ -130,8 +130,14 @@ async def run_episode(
     swarm: Any = None,
     reward_func: Callable[..., Any] | None = None,
     thread_prefix: str = "train",
+    thread_id: str | None = None,
 ) -> Episode:
-    """Run one row and score it (see the module docstring)."""
+    """Run one row and score it (see the module docstring).
+
+    ``thread_id``: the run's checkpoint thread. Given the same one again (a trainer restarted
+    on the same batch), a finished run is read back from the store and an unfinished one
+    resumes from its last checkpoint, its finished tool calls not run again; by default each
+    episode gets a new thread."""
     episode = Episode(index=index)
     try:
         text = prompt_text(row, index)
@@ -147,7 +153,7 @@ async def run_episode(
             f"{list(ANSWER_FIELDS)}; add 'expected'"
         )
         return episode
-    thread = f"{thread_prefix}-{index}-{uuid.uuid4().hex[:8]}"
+    thread = thread_id or f"{thread_prefix}-{index}-{uuid.uuid4().hex[:8]}"
     response = await Runners.run(
         text, recording(agent) if agent is not None else None, swarm, task_id=thread
     )

@@ -58,8 +58,9 @@ class AgentTrainer:
     test_dataset: Any = None
     """Evaluation rows, same shape."""
     config: dict[str, Any] = field(default_factory=dict)
-    """TRL: ``model``, ``tokenizer``, ``tokenizer_name`` (the sampled ids' tokenizer) and
-    ``args`` (``GRPOConfig`` fields or a ``GRPOConfig``)."""
+    """TRL: ``model``, ``tokenizer``, ``tokenizer_name`` (the sampled ids' tokenizer),
+    ``run_id`` (resumable episodes: :func:`~aworld_graph.train.trl.rollout_func`) and ``args``
+    (``GRPOConfig`` fields or a ``GRPOConfig``)."""
     failed: list[str] = field(default_factory=list, init=False)
     """Why each failed row gave no training data, one line per row, in order."""
     rollouts: list[dict[str, list[Any]]] = field(default_factory=list, init=False)
@@ -87,7 +88,10 @@ class AgentTrainer:
             from .trl import rollout_func
 
             run = rollout_func(
-                agent=self.agent, swarm=self.swarm, tokenizer=self.config.get("tokenizer_name")
+                agent=self.agent,
+                swarm=self.swarm,
+                tokenizer=self.config.get("tokenizer_name"),
+                run_id=self.config.get("run_id"),
             )
 
             def counted(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:

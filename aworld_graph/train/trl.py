@@ -38,15 +38,27 @@ def rollout_func(
     agent: Agent | None = None,
     swarm: Any = None,
     tokenizer: str | None = None,
+    run_id: str | None = None,
 ) -> RolloutFunc:
     """A TRL ``rollout_func`` running ``agent`` (or ``swarm``) on each prompt.
 
     ``tokenizer``: the name the sampled ids must carry (``gguf:<file>`` for the embedded
     model, the served model's name for vLLM); ids of another are refused
-    (:class:`~aworld_graph.train.sequences.TokenizerMismatch`)."""
+    (:class:`~aworld_graph.train.sequences.TokenizerMismatch`).
+
+    ``run_id``: names this training run; the episode of prompt ``i`` at step ``s`` is then
+    thread ``trl-<run_id>-s<s>-<i>``, so a trainer resumed from its checkpoint at step ``s``
+    reads that step's finished episodes back from the store and resumes the unfinished ones
+    (their finished tool calls are not run again). Without it every episode is new."""
 
     def run(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
-        episodes = asyncio.run(_episodes(prompts, agent, swarm))
+        step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
+        threads = (
+            [f"trl-{run_id}-s{step}-{i}" for i in range(len(prompts))]
+            if run_id
+            else [None] * len(prompts)
+        )
+        episodes = asyncio.run(_episodes(prompts, agent, swarm, threads))
         one_tokenizer((e.last for e in episodes if e.ok), tokenizer)
         out: dict[str, list[Any]] = {
             k: []
@@ -82,10 +94,14 @@ def rollout_func(
     return run
 
 
-async def _episodes(prompts: Sequence[Any], agent: Agent | None, swarm: Any) -> list[Episode]:
+async def _episodes(
+    prompts: Sequence[Any], agent: Agent | None, swarm: Any, threads: Sequence[str | None]
+) -> list[Episode]:
     return [
-        await run_episode({"prompt": p}, i, agent=agent, swarm=swarm, thread_prefix="trl")
-        for i, p in enumerate(prompts)
+        await run_episode(
+            {"prompt": p}, i, agent=agent, swarm=swarm, thread_prefix="trl", thread_id=thread
+        )
+        for i, (p, thread) in enumerate(zip(prompts, threads, strict=True))
     ]
 
 

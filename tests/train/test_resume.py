@@ -1,0 +1,70 @@
+"""A TRL rollout restarted on the same step resumes its episodes from the store: a finished
+tool call is not run again, and a finished episode is read back, not sampled again."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aworld_graph import Agent, tool
+from aworld_graph.errors import ModelError
+from aworld_graph.model import ModelResponse, ToolCall
+from aworld_graph.testing import FunctionModel
+from aworld_graph.train.trl import rollout_func
+
+
+class _State:
+    def __init__(self, step: int) -> None:
+        self.global_step = step
+
+
+class _Tokenizer:
+    """The two things the rollout function asks of TRL's tokenizer (for a failed prompt)."""
+
+    eos_token_id = 0
+
+    def __call__(self, text: str) -> dict[str, list[int]]:
+        return {"input_ids": [ord(c) for c in text]}
+
+
+class Trainer:
+    """What the rollout function reads of a ``GRPOTrainer``."""
+
+    def __init__(self, step: int) -> None:
+        self.state = _State(step)
+        self.processing_class = _Tokenizer()
+
+
+def test_a_restarted_step_resumes_its_episodes() -> None:
+    ran: list[tuple[int, int]] = []
+    calls: list[int] = []
+    down = [True]
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        ran.append((a, b))
+        return a + b
+
+    def model(messages: list[dict[str, Any]], tools: Any) -> Any:
+        calls.append(1)
+        if not any(m.get("role") == "tool" for m in messages):
+            args = json.dumps({"a": 2, "b": 2})
+            return ModelResponse(tool_calls=[ToolCall(id="c1", name="add", arguments=args)])
+        if down[0]:  # the first attempt dies after the tool call finished
+            down[0] = False
+            raise ModelError("the endpoint went away")
+        return "4"
+
+    agent = Agent(name="a", system_prompt="s", model=FunctionModel(model), tools=[add])
+    func = rollout_func(agent=agent, run_id="exp1")
+    first = func(["What is 2+2?"], Trainer(step=3))
+    assert "status 'error'" in first["aworld_error"][0]
+    again = func(["What is 2+2?"], Trainer(step=3))
+    assert again["answer"] == ["4"]
+    assert ran == [(2, 2)]  # the finished tool call was not run again
+    assert len(calls) == 3  # call, failed call, the resumed answer
+    func(["What is 2+2?"], Trainer(step=3))
+    assert len(calls) == 3  # a finished episode is read back
+    func(["What is 2+2?"], Trainer(step=4))
+    assert len(calls) == 5 and ran == [(2, 2), (2, 2)]  # a new step samples anew
