@@ -24,7 +24,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["chat_chunk", "chat_messages", "chat_updates", "chat_values", "next_reply_id"]
+__all__ = [
+    "chat_chunk",
+    "chat_messages",
+    "chat_updates",
+    "chat_values",
+    "next_reply_id",
+    "stored_calls",
+]
 
 _TYPES = {"user": "human", "assistant": "ai", "tool": "tool", "system": "system"}
 
@@ -209,3 +216,21 @@ def chat_chunk(
             "total_tokens": usage.get("total_tokens", 0),
         }
     return chunk
+
+
+def stored_calls(calls: Any) -> Any:
+    """Tool calls a client sends in LangChain's shape (``{"id", "name", "args"}``) as the
+    state keeps them (OpenAI's ``{"id", "type": "function", "function": {"name",
+    "arguments"}}``); OpenAI's as they are; none (an empty list) as ``None``."""
+    if not isinstance(calls, list):
+        return calls
+    out: list[Any] = []
+    for call in calls:
+        if isinstance(call, Mapping) and "function" not in call and "name" in call:
+            args = call.get("args")
+            text = args if isinstance(args, str) else json.dumps(args or {})
+            fn = {"name": str(call["name"]), "arguments": text}
+            out.append({"id": call.get("id"), "type": "function", "function": fn})
+        else:
+            out.append(call)
+    return out or None

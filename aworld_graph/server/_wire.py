@@ -17,6 +17,7 @@ import orjson
 
 from ..run import pending_nodes
 from ..secrets import strip_secrets
+from ._chat import stored_calls
 
 __all__ = [
     "ApiError",
@@ -176,6 +177,10 @@ def to_messages(items: Any, field: str) -> list[dict[str, Any]]:
         for key in ("tool_call_id", "name", "tool_calls"):
             if item.get(key) is not None:
                 message[key] = item[key]
+        if "tool_calls" in message:  # LangChain's shape too, as the server gives it out
+            message["tool_calls"] = stored_calls(message["tool_calls"])
+            if message["tool_calls"] is None:
+                del message["tool_calls"]
         out.append(message)
     return out
 

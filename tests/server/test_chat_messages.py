@@ -223,3 +223,46 @@ async def test_streamed_tokens_merge_into_the_final_message(
     ]
     assert {c["id"] for c in tuples} == {m["id"] for m in replies}
     langchain(final)
+
+
+async def test_messages_sent_back_in_this_shape_are_stored_as_the_agents_keep_them(
+    sdk: Any, store: TrajectorySaver
+) -> None:
+    """A client may hand the messages it got back (``POST /threads/{id}/state``): their
+    LangChain tool calls are stored in the state's OpenAI shape, and the thread goes on."""
+    thread = (await sdk.threads.create())["thread_id"]
+    done = await sdk.runs.wait(thread, "counter", input=said("one two"))
+    asked = done["messages"][1]
+    await sdk.threads.update_state(thread, {"messages": [asked]})
+    stored = store.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+    assert stored is not None
+    kept = stored.checkpoint["channel_values"]["messages"][-1]
+    call = asked["tool_calls"][0]
+    assert kept["tool_calls"] == [
+        {"id": call["id"], "type": "function", "function": {"name": "word_count"}}
+        | {"function": {"name": "word_count", "arguments": '{"text": "one two"}'}}
+    ]
+    shown = (await sdk.threads.get_state(thread))["values"]["messages"]
+    assert shown[-1]["tool_calls"] == asked["tool_calls"]
+
+
+async def test_a_langgraph_applications_messages_go_out_as_it_made_them(
+    store: TrajectorySaver,
+) -> None:
+    from tests.server import langgraph_apps
+
+    assistant = Assistant.of(langgraph_apps.chat, target="tests.server.langgraph_apps:chat")
+    with LiveServer(create_app([assistant], store=store, api_key="")) as server:
+        client = get_client(url=server.url, api_key=None)
+        try:
+            graph = (await client.assistants.search())[0]["assistant_id"]
+            thread = (await client.threads.create())["thread_id"]
+            done = await client.runs.wait(thread, graph, input=said("hi"))
+            state = await client.threads.get_state(thread)
+        finally:
+            await client.aclose()
+    messages = state["values"]["messages"]
+    assert done["messages"] == messages
+    assert [m["type"] for m in messages] == ["human", "ai"]
+    assert not any("role" in m for m in messages)  # LangChain's own dump, untouched
+    assert [m["id"] for m in messages] == [m.id for m in convert_to_messages(messages)]
