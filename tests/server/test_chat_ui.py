@@ -130,6 +130,7 @@ async def _until(
     )
 
 
+@pytest.mark.timeout(1500)  # the first run builds the UI (npm install, vite build) first
 async def test_the_agent_chat_ui_renders_a_workflow_run(
     ui_server: LiveServer, api_server: LiveServer, tmp_path: Path
 ) -> None:
