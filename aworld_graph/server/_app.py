@@ -39,6 +39,10 @@ class App(Protocol):
         """The request's JSON object."""
         ...
 
+    async def json_body(self, request: Request) -> Any:
+        """The request's JSON value (an object or a list)."""
+        ...
+
     async def checked(self, request: Request, model: Any) -> dict[str, Any]:
         """The request's JSON object, validated against the pydantic ``model``."""
         ...

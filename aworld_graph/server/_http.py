@@ -192,6 +192,14 @@ class ServerApp:
         """The request's JSON object (at most ``max_body`` bytes, read within
         ``body_timeout`` seconds, nested at most :data:`~._input.MAX_DEPTH` deep); ``{}`` when
         empty."""
+        data = await self.json_body(request)
+        if not isinstance(data, dict):
+            raise ApiError(422, "invalid_body", "the request body must be a JSON object")
+        return data
+
+    async def json_body(self, request: Request) -> Any:
+        """The request's JSON value (an object or, for ``/runs/batch``, a list), read and
+        checked as :meth:`body` says; ``{}`` when empty."""
         declared = request.headers.get("content-length")
         if declared and declared.isascii() and declared.isdigit() and int(declared) > self.max_body:
             raise ApiError(413, "too_large", f"request body over {self.max_body} bytes")
@@ -212,9 +220,7 @@ class ServerApp:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise ApiError(400, "invalid_json", f"the request body is not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise ApiError(422, "invalid_body", "the request body must be a JSON object")
-        check_depth(data)
+        check_depth(data if isinstance(data, dict) else {"body": data})
         return data
 
     # -- misc ------------------------------------------------------------------------------

@@ -23,7 +23,9 @@ __all__ = [
     "MAX_METADATA",
     "AssistantSearch",
     "History",
+    "MAX_BATCH",
     "RunCreate",
+    "RunsCancel",
     "StateAt",
     "StateUpdate",
     "ThreadCreate",
@@ -183,6 +185,19 @@ class RunCreate(_Body):
     checkpoint_id: Id | None = None
     checkpoint: CheckpointRef | None = None
     config: dict[str, Any] | None = None
+
+
+class RunsCancel(_Body):
+    """``POST /runs/cancel``: runs by thread and ids, by status, or by assistant."""
+
+    thread_id: Id | None = None
+    run_ids: list[Id] | None = None
+    status: Literal["pending", "running", "all"] | None = None
+    assistant_id: Annotated[str, Field(strict=True, max_length=256)] | None = None
+
+
+MAX_BATCH = 100
+"""The most runs one ``POST /runs/batch`` creates."""
 
 
 def validate(model: type[_Body], body: Mapping[str, Any]) -> None:

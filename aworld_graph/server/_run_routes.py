@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ._input import RunCreate, query_count, validate
+from ._input import MAX_BATCH, RunCreate, RunsCancel, query_count, validate
 from ._runs import STREAM_MODES, Run, event_name, run_json
 from ._webhooks import check_webhook
 from ._wire import ApiError, clean, sse
@@ -62,6 +62,34 @@ def _start_at(body: Mapping[str, Any], stateless: bool) -> str | None:
     return None if found is None else str(found)
 
 
+async def _disconnected(request: Request) -> None:
+    """Return when the client of ``request`` (its body read already) has gone."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+THREAD_STREAM_MODES = ("run_modes", "lifecycle")
+"""What ``GET /threads/{thread_id}/stream`` serves: each run's events in the modes it was
+made with, and its start and end (``metadata`` events)."""
+
+
+def _thread_modes(query: Any) -> set[str]:
+    asked = [
+        mode.strip()
+        for value in (*query.getlist("stream_mode"), *query.getlist("stream_modes"))
+        for mode in value.split(",")
+        if mode.strip()
+    ]
+    bad = [m for m in asked if m not in THREAD_STREAM_MODES]
+    if bad:
+        raise ApiError(
+            422,
+            "invalid_stream_mode",
+            f"thread stream mode {bad[0][:40]!r} is not served; use run_modes or lifecycle",
+        )
+    return set(asked or ["run_modes"])
+
+
 def _modes(value: Any) -> list[str]:
     modes = [value] if isinstance(value, str) else list(value or ["values"])
     bad = [m for m in modes if m not in STREAM_MODES]
@@ -94,6 +122,9 @@ class RunRoutes:
             (f"{thread}/runs/{{run_id:str}}/cancel", self.cancel, post),
             (f"{thread}/runs/{{run_id:str}}/join", self.join, get),
             (f"{thread}/runs/{{run_id:str}}/stream", self.join_stream, get),
+            (f"{thread}/stream", self.thread_stream, get),
+            ("/runs/batch", self.batch, post),
+            ("/runs/cancel", self.cancel_many, post),
             ("/runs", self.create, post),
             ("/runs/stream", self.stream, post),
             ("/runs/wait", self.wait, post),
@@ -108,7 +139,11 @@ class RunRoutes:
     async def _create(
         self, request: Request, thread_id: str | None, *, streamed: bool = False
     ) -> tuple[Run, dict[str, Any]]:
-        body = await self.app.body(request)
+        return await self._start(await self.app.body(request), thread_id, streamed=streamed)
+
+    async def _start(
+        self, body: dict[str, Any], thread_id: str | None, *, streamed: bool = False
+    ) -> tuple[Run, dict[str, Any]]:
         validate(RunCreate, body)
         _unserved(body)
         check_webhook(body.get("webhook"))
@@ -251,8 +286,93 @@ class RunRoutes:
         return self._sse(run, body["stream_mode"], cancel, start=0, headers=where)
 
     async def wait(self, request: Request) -> Response:
-        run, _ = await self._create(request, request.path_params.get("thread_id"))
+        run, body = await self._create(request, request.path_params.get("thread_id"))
+        if body.get("on_disconnect") == "cancel":  # a client gone stops the run
+            gone = asyncio.ensure_future(_disconnected(request))
+            ended = asyncio.ensure_future(run.done.wait())
+            await asyncio.wait((gone, ended), return_when=asyncio.FIRST_COMPLETED)
+            gone.cancel()
+            ended.cancel()
+            if not run.done.is_set():
+                await self.runs.cancel(run)
         return await self._result(run, headers=self._where(run.thread_id, run.run_id, "join"))
+
+    async def batch(self, request: Request) -> Response:
+        """``POST /runs/batch``: several runs without a thread, each a new thread; every one
+        is checked before any starts."""
+        payloads = await self.app.json_body(request)
+        if not isinstance(payloads, builtins.list) or not all(
+            isinstance(p, dict) for p in payloads
+        ):
+            raise ApiError(
+                422,
+                "invalid_body",
+                'the body of /runs/batch must be a list of runs: [{"assistant_id": ..., '
+                '"input": ...}, ...]',
+            )
+        if len(payloads) > MAX_BATCH:
+            raise ApiError(
+                422, "too_many", f"at most {MAX_BATCH} runs in one batch; send several batches"
+            )
+        for i, payload in enumerate(payloads):
+            try:
+                validate(RunCreate, payload)
+                if payload.get("thread_id") is not None or payload.get("command"):
+                    raise ApiError(
+                        422,
+                        "invalid_run",
+                        "a batch run has no thread: leave out thread_id and command",
+                    )
+                self.app.assistants.get(str(payload.get("assistant_id") or ""))
+            except ApiError as exc:
+                raise ApiError(exc.status, exc.code, f"run [{i}]: {exc.message}") from None
+        runs = [(await self._start(dict(p), None))[0] for p in payloads]
+        return self.app.json([run.json() for run in runs])
+
+    async def cancel_many(self, request: Request) -> Response:
+        """``POST /runs/cancel``: the runs of a thread by id, every run ``pending``,
+        ``running`` or both (``status="all"``), or every going run of an assistant."""
+        body = await self.app.checked(request, RunsCancel)
+        action = request.query_params.get("action", "interrupt")
+        if action not in ("interrupt", "rollback"):
+            raise ApiError(422, "invalid_action", "action must be 'interrupt' or 'rollback'")
+        status, thread_id, run_ids = body.get("status"), body.get("thread_id"), body.get("run_ids")
+        assistant_id = body.get("assistant_id")
+        live = [r for r in self.runs.live.values() if not r.done.is_set()]
+        if assistant_id is not None:
+            if status or thread_id or run_ids:
+                raise ApiError(
+                    422, "invalid_body", "assistant_id goes alone: no thread_id, run_ids, status"
+                )
+            await self.runs.cancel_many(
+                [r for r in live if r.assistant.assistant_id == assistant_id], action
+            )
+            return Response(status_code=204)
+        if status is not None:
+            if thread_id or run_ids:
+                raise ApiError(
+                    422,
+                    "invalid_body",
+                    "status cancels every run of that status: leave out thread_id and run_ids",
+                )
+            wanted = ("pending", "running") if status == "all" else (status,)
+            found = [r for r in live if r.status in wanted]
+            known = bool(found)
+        elif thread_id and run_ids:
+            found = [r for r in (self.runs.get(i, thread_id) for i in run_ids) if r is not None]
+            ended = [i for i in run_ids if await self.runs.stored(i, thread_id)]  # not held
+            known = bool(found or ended)
+        else:
+            raise ApiError(
+                422,
+                "invalid_body",
+                "name the runs to cancel: thread_id and run_ids, a status "
+                "('pending', 'running' or 'all'), or an assistant_id",
+            )
+        if not known:  # as LangGraph's server answers
+            raise ApiError(404, "run_not_found", "no runs found to cancel")
+        await self.runs.cancel_many(found, action)
+        return Response(status_code=204)
 
     # -- existing runs ---------------------------------------------------------------------
 
@@ -370,6 +490,60 @@ class RunRoutes:
             modes = list(found.modes or STREAM_MODES)
         where = self._where(found.thread_id, found.run_id, "stream")
         return self._sse(found, modes, cancel, start=start, headers=where)
+
+    async def thread_stream(self, request: Request) -> Response:
+        """``GET /threads/{thread_id}/stream``: the events of the thread's runs, those going
+        (from their start) and each run after them, until the client goes (LangGraph's
+        thread stream). Each run
+        starts with ``metadata`` (``run_id``) and ends with ``metadata``
+        (``{"status": "run_done", "run_id"}``); an event's id is ``RUN:N``, so
+        ``Last-Event-ID`` resumes after it while the server holds that run."""
+        thread_id = request.path_params["thread_id"]
+        if not await self.threads.exists(thread_id):
+            raise self.threads.not_found(thread_id)
+        modes = _thread_modes(request.query_params)
+        last = request.headers.get("last-event-id", "").strip()
+        after_run, _, after = last.rpartition(":")
+        if last and not (after_run and after.isascii() and after.isdigit()):
+            raise ApiError(
+                422,
+                "invalid_header",
+                f"Last-Event-ID must be the id of an event of this stream (RUN:N); got "
+                f"{ascii(last[:60])}",
+            )
+        held = self.runs.of(thread_id)
+        if after_run:  # resume: that run from after the event, and the runs after it
+            ids = [r.run_id for r in held]
+            done = set(ids[: ids.index(after_run)]) if after_run in ids else set()
+            start = {after_run: int(after) + 1}
+        else:  # join: the runs going (from their start), and every later one
+            done, start = {r.run_id for r in held if r.done.is_set()}, {}
+
+        async def events() -> AsyncIterator[bytes]:
+            while True:
+                launched = self.runs.launched
+                fresh = [r for r in self.runs.of(thread_id) if r.run_id not in done]
+                if not fresh:
+                    if self.runs.closing:
+                        return
+                    await launched.wait()
+                    continue
+                for run in fresh:
+                    done.add(run.run_id)
+                    begin = start.get(run.run_id, 0)
+                    if begin == 0:
+                        yield sse("metadata", {"run_id": run.run_id, "attempt": 1})
+                    async for ready in run.feed.follow(begin):
+                        if "run_modes" not in modes:
+                            continue
+                        wanted = [(event_name(m, run.modes), i, d) for i, m, d in ready]
+                        chunk = b"".join(sse(e, d, f"{run.run_id}:{i}") for e, i, d in wanted if e)
+                        if chunk:
+                            yield chunk
+                    yield sse("metadata", {"status": "run_done", "run_id": run.run_id})
+
+        headers = {"Cache-Control": "no-store"}
+        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
     def _gone(self, found: dict[str, Any], start: int) -> Response:
         """The stream of a run this server does not hold: its ``metadata`` event, then its

@@ -351,6 +351,10 @@ class RunManager:
         """The last :data:`KEEP_FINISHED` runs that ended, oldest first, with their feeds."""
         self.active: dict[str, list[Run]] = {}
         """Pending and running runs per thread, in the order they run."""
+        self.launched = asyncio.Event()
+        """Set (and replaced) when a run is launched, and when the server closes: what a
+        thread's stream waits on between runs."""
+        self.closing = False
         self.webhooks = Webhooks()
         """Sends each run's webhook, if it named one, as it ends."""
 
@@ -465,7 +469,18 @@ class RunManager:
         run.task = asyncio.get_running_loop().create_task(
             self._execute(run, before, check, text, resume)
         )
+        self._wake()
         return before
+
+    def _wake(self) -> None:
+        self.launched.set()
+        self.launched = asyncio.Event()
+
+    def of(self, thread_id: str) -> list[Run]:
+        """The runs of ``thread_id`` this server holds (finished not long ago, then live), in
+        the order they were created."""
+        held = [*self.finished.values(), *self.live.values()]
+        return sorted((r for r in held if r.thread_id == thread_id), key=lambda r: r.created_at)
 
     async def recover(
         self,
@@ -677,8 +692,17 @@ class RunManager:
         if wait:
             await run.done.wait()
 
+    async def cancel_many(self, runs: list[Run], action: str) -> None:
+        """Cancel ``runs`` (those still going; the others have ended) and wait for them."""
+        for run in runs:
+            await self.cancel(run, action=action)
+        for run in runs:
+            await run.done.wait()
+
     async def close(self) -> None:
         """Cancel every run still going (server shutdown); they stay resumable."""
+        self.closing = True
+        self._wake()  # thread streams end
         live = [r for r in self.live.values() if not r.done.is_set()]
         for run in live:
             await self.cancel(run)

@@ -402,3 +402,94 @@ def test_a_500_leaves_its_traceback_in_the_servers_log(
     assert record.getMessage() == f"GET /threads/{thread}/runs failed"
     assert record.exc_info is not None and "no such table: runs" in str(record.exc_info[1])
     assert "Traceback (most recent call last)" in caplog.text
+
+
+# -- batches, bulk cancel, the thread's stream, a waiting client that goes -------------------------
+
+
+async def test_runs_batch_starts_several_stateless_runs(sdk: Any) -> None:
+    """langgraph-api ``create_stateless_run_batch``: a list of run bodies, each a run on a new
+    thread; the answer is the list of their ``Run`` objects."""
+    runs = await sdk.runs.create_batch(
+        [
+            {"assistant_id": "counter", "input": {"input": "one two"}},
+            {"assistant_id": "chat", "input": {"input": "hi"}},
+        ]
+    )
+    assert [r["assistant_id"] for r in runs] == ["counter", "chat"]
+    assert len({r["thread_id"] for r in runs}) == 2
+    done = [await sdk.runs.join(r["thread_id"], r["run_id"]) for r in runs]
+    assert [d["answer"] for d in done] == ["2 words", "turn 1: hi"]
+    with pytest.raises(UnprocessableEntityError, match=r"run \[1\]: .*stream_mode"):
+        await sdk.runs.create_batch(
+            [
+                {"assistant_id": "counter", "input": USER},
+                {"assistant_id": "counter", "stream_mode": 5},
+            ]
+        )
+
+
+async def test_cancel_many_by_ids_and_by_status(sdk: Any) -> None:
+    """langgraph-api ``POST /runs/cancel``: ``thread_id`` with ``run_ids``, or ``status``
+    (``pending``, ``running``, ``all``) alone; 404 when it finds no run."""
+    thread = (await sdk.threads.create())["thread_id"]
+    first = await _going(sdk, thread)
+    queued = await sdk.runs.create(thread, "gated", input=None)
+    await sdk.runs.cancel_many(thread_id=thread, run_ids=[queued["run_id"]])
+    assert (await sdk.runs.get(thread, queued["run_id"]))["status"] == "interrupted"
+    assert (await sdk.runs.get(thread, first))["status"] == "running"
+    other = (await sdk.threads.create())["thread_id"]
+    second = await sdk.runs.create(other, "gated", input=USER)
+    await sdk.runs.cancel_many(status="all")
+    for t, r in ((thread, first), (other, second["run_id"])):
+        assert (await sdk.runs.get(t, r))["status"] == "interrupted"
+    with pytest.raises(NotFoundError, match="no runs found"):
+        await sdk.runs.cancel_many(status="running")
+    with pytest.raises(UnprocessableEntityError, match="leave out thread_id"):
+        await sdk.runs.cancel_many(thread_id=thread, run_ids=[first], status="all")
+
+
+async def test_the_threads_stream_follows_each_run_on_it(sdk: Any) -> None:
+    """langgraph-sdk ``threads.join_stream`` (``GET /threads/{id}/stream``): the events of the
+    thread's runs as they go, each run opened and closed by a ``metadata`` event, until the
+    client leaves."""
+    thread = (await sdk.threads.create())["thread_id"]
+    going = await _going(sdk, thread)
+    parts = await sdk.threads.join_stream(thread)  # a coroutine giving the stream
+    got = [await anext(parts)]  # joined: the run going is streamed from its start
+    assert got[0].event == "metadata" and got[0].data["run_id"] == going
+    apps.GATE.set()
+    second = (await sdk.runs.create(thread, "gated", input={"input": "two more"}))["run_id"]
+    async for part in parts:
+        got.append(part)
+        if part.event == "metadata" and part.data == {"status": "run_done", "run_id": second}:
+            break
+    await parts.aclose()
+    opened = [p.data["run_id"] for p in got if p.event == "metadata" and "attempt" in p.data]
+    closed = [p.data["run_id"] for p in got if p.event == "metadata" and "status" in p.data]
+    assert opened == closed == [going, second]
+    answers = [p.data.get("answer") for p in got if p.event == "values"]
+    assert answers[-1] == "2 words" and "4 words" in answers
+    with pytest.raises(UnprocessableEntityError, match="state_update"):
+        async for _ in await sdk.threads.join_stream(thread, stream_mode="state_update"):
+            pass
+
+
+async def test_a_waited_run_with_on_disconnect_cancel_stops_when_the_client_goes(
+    sdk: Any,
+) -> None:
+    """langgraph-api ``wait_run``: ``on_disconnect="cancel"`` cancels the run when the
+    waiting client disconnects (default ``continue``: it goes on)."""
+    thread = (await sdk.threads.create())["thread_id"]
+    body = {"assistant_id": "gated", "input": USER, "on_disconnect": "cancel"}
+    waiting = asyncio.ensure_future(sdk.http.client.post(f"/threads/{thread}/runs/wait", json=body))
+    run_id = None
+    while run_id is None:  # its run is stored as it is acknowledged
+        runs = await sdk.runs.list(thread)
+        run_id = runs[0]["run_id"] if runs else None
+        await asyncio.sleep(0.01)
+    waiting.cancel()  # the client goes away
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    joined = await sdk.runs.join(thread, run_id)
+    assert joined["__error__"]["error"] == "Cancelled"
