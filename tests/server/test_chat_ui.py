@@ -79,7 +79,12 @@ def _registry_reachable() -> bool:
     if npm is None:
         return False
     try:
-        return subprocess.run([npm, "ping"], capture_output=True, timeout=60).returncode == 0
+        return (
+            subprocess.run(
+                [npm, "ping", "--fetch-retries=0"], capture_output=True, timeout=60
+            ).returncode
+            == 0
+        )
     except subprocess.TimeoutExpired:
         return False
 
