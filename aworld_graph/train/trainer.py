@@ -8,7 +8,8 @@
 :func:`~aworld_graph.train.trl.rollout_func`); ``areal`` and ``slime`` train from their own
 launchers, so :meth:`AgentTrainer.adapter` hands them the workflow object
 (:class:`~aworld_graph.train.areal.AReaLWorkflow`) or the custom generate function
-(:func:`~aworld_graph.train.slime.slime_generate`). A trainer whose package is missing is
+(:func:`~aworld_graph.train.slime.slime_generate`); ``verl`` gets its agent loop class
+(:class:`~aworld_graph.train.verl.AWorldAgentLoop`). A trainer whose package is missing is
 one line naming the extra to install (:class:`TrainerNotInstalled`).
 """
 
@@ -21,21 +22,9 @@ from typing import Any
 
 from ..agent import Agent
 from ..errors import ConfigError
+from .extras import TRAINERS, TrainerNotInstalled
 
 __all__ = ["TRAINERS", "AgentTrainer", "TrainerNotInstalled"]
-
-TRAINERS: dict[str, tuple[str, str]] = {
-    "trl": ("trl", "pip install 'aworld-graph[train-trl]'"),
-    "areal": ("areal", "pip install 'aworld-graph[train-areal]' and AReaL (it needs CUDA torch)"),
-    "slime": ("slime", "install slime from github.com/THUDM/slime (it is not on PyPI)"),
-    "verl": ("verl", "pip install 'aworld-graph[train-verl]' (in an environment of its own)"),
-    "swift": ("swift", "pip install 'aworld-graph[train-swift]' (in an environment of its own)"),
-}
-"""Trainer name → (the module it needs, how to install it)."""
-
-
-class TrainerNotInstalled(ConfigError):
-    """The trainer an :class:`AgentTrainer` was asked for is not installed."""
 
 
 @dataclass
@@ -82,8 +71,9 @@ class AgentTrainer:
             raise TrainerNotInstalled(f"trainer {self.trainer!r} is not installed: {how}")
 
     def adapter(self) -> Any:
-        """What the trainer runs: a TRL ``rollout_func``, an AReaL workflow object, or a slime
-        custom generate function."""
+        """What the trainer runs: a TRL ``rollout_func``, an AReaL workflow object, a slime
+        custom generate function, or verl's agent loop class (configured with the agent and
+        reward function; registered with verl as ``aworld_agent``)."""
         if self.trainer == "trl":
             from .trl import rollout_func
 
@@ -111,8 +101,13 @@ class AgentTrainer:
             from .slime import slime_generate
 
             return slime_generate(agent=self.agent, reward_func=self.reward_func)
+        if self.trainer == "verl":
+            self._need()
+            from .verl import AWorldAgentLoop
+
+            return AWorldAgentLoop.configure(agent=self.agent, reward_func=self.reward_func)
         raise ConfigError(
-            f"no {self.trainer} adapter in this version: verl and ms-swift could not be installed "
+            f"no {self.trainer} adapter in this version: ms-swift could not be installed "
             "beside this project's transformers and trl (docs/training.md, Adapters)"
         )
 

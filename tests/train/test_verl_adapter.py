@@ -1,0 +1,225 @@
+"""verl's agent loop (aworld_graph.train.verl) with verl's own classes.
+
+verl 0.9.1 pins ``transformers<5.11``, below this project's, so it runs in a venv of its own
+(tests/train/trainer_venv.py, under ``.cache/``). A script there builds the agent loop the way
+verl's ``AgentLoopWorker`` does (its registry entry through ``hydra.utils.instantiate``, its
+``DictConfigWrap``/``ToolListWrap``, the SmolLM2 tokenizer from the GGUF the embedded model
+serves) with a stand-in server manager returning verl's ``TokenOutput``: it sends the prompt
+ids to a loopback token server here, which samples them with the embedded model's GGUF
+(llama.cpp in this environment, so nothing is built in the venv) and keeps what it sampled.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from aworld_graph import Agent
+from aworld_graph.local import model_path
+from aworld_graph.rewards import numeric
+from aworld_graph.train import AgentTrainer, TrainerNotInstalled
+from tests.server.conftest import LiveServer
+from tests.train.trainer_venv import ROOT, Unavailable, trainer_python
+
+
+class TokenServer:
+    """Token in, token out with the embedded model's GGUF, as verl's rollout servers do:
+    ``POST /generate {prompt_ids, sampling_params}`` → ``{token_ids, log_probs}`` (the end
+    token included when sampled). :attr:`sampled` keeps every reply."""
+
+    def __init__(self) -> None:
+        from llama_cpp import Llama
+
+        self.llama = Llama(model_path=str(model_path()), n_ctx=2048, verbose=False, seed=7)
+        self.sampled: list[dict[str, Any]] = []
+        self.app = Starlette(routes=[Route("/generate", self.generate, methods=["POST"])])
+
+    async def generate(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        params = body.get("sampling_params") or {}
+        llama = self.llama
+        ids: list[int] = []
+        logprobs: list[float] = []
+        steps = llama.generate(
+            [int(t) for t in body["prompt_ids"]],
+            temp=float(params.get("temperature", 1.0)),
+            top_p=float(params.get("top_p", 1.0)),
+            top_k=max(int(params.get("top_k", 0)), 0),
+            reset=True,
+        )
+        try:
+            for token in steps:
+                # the logits it was sampled from: the context's last row
+                row = np.asarray(llama.scores[llama.n_tokens - 1], dtype=np.float64)
+                shifted = row - row.max()
+                logprobs.append(float(shifted[token] - np.log(np.exp(shifted).sum())))
+                ids.append(int(token))
+                if token == llama.token_eos() or len(ids) >= int(params.get("max_tokens", 48)):
+                    break
+        finally:
+            steps.close()
+        reply = {"token_ids": ids, "log_probs": logprobs, "stop_reason": "completed"}
+        self.sampled.append({"prompt_ids": body["prompt_ids"], **reply})
+        return JSONResponse(reply)
+
+
+SCRIPT = r"""
+import asyncio, json, sys
+
+import httpx
+import hydra
+from omegaconf import OmegaConf
+from transformers import AutoTokenizer
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopOutput, DictConfigWrap, ToolListWrap, _agent_loop_registry,
+)
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.workers.rollout.replica import TokenOutput
+
+from aworld_graph import Agent
+from aworld_graph.train.verl import AWorldAgentLoop
+
+url, gguf_dir, gguf_name = sys.argv[1:4]
+
+
+class StandInServerManager:
+    # verl's LLMServerClient.generate: token ids in, TokenOutput out
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        async with httpx.AsyncClient(timeout=300) as client:
+            reply = await client.post(
+                url + "/generate",
+                json={"prompt_ids": prompt_ids, "sampling_params": sampling_params},
+            )
+        return TokenOutput(**reply.json())
+
+
+def raises(answer, expected):
+    raise RuntimeError("scorer down")
+
+
+def exact_five(answer, expected):
+    return 1.0 if answer and expected in answer else 0.0
+
+
+config = OmegaConf.create({
+    "actor_rollout_ref": {"rollout": {
+        "prompt_length": 512, "response_length": 48, "multi_turn": {"format": "hermes"},
+    }},
+    "data": {"apply_chat_template_kwargs": {}},
+})
+tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=gguf_name)
+
+
+def build():
+    # what verl's AgentLoopWorker._run_agent_loop does with a registered agent loop
+    return hydra.utils.instantiate(
+        config=_agent_loop_registry["aworld_agent"],
+        trainer_config=DictConfigWrap(config=config),
+        server_manager=StandInServerManager(),
+        tokenizer=tokenizer,
+        processor=None,
+        hf_model_type="llama",
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(config.data),
+        tools=ToolListWrap([]),
+    )
+
+
+async def main():
+    agent = Agent(name="solver", system_prompt="Answer with the number only.")
+    row = {
+        "raw_prompt": [{"role": "user", "content": "What is 2+3?"}],
+        "reward_model": {"ground_truth": "5"},
+        "index": 0,
+    }
+    sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_tokens": 24, "logprobs": True}
+    AWorldAgentLoop.configure(agent=agent, reward_func=exact_five)
+    loop = build()
+    out = await loop.run(sampling, **row)
+    assert isinstance(out, AgentLoopOutput)
+    AWorldAgentLoop.configure(agent=agent, reward_func=raises)
+    failed = await build().run(sampling, **row)
+    as_dict = out.as_dict()
+    print(json.dumps({
+        "is_base": type(loop).__mro__[1].__name__,
+        "registry": _agent_loop_registry["aworld_agent"],
+        "out": out.model_dump(mode="json"),
+        "prompt_text": tokenizer.decode(out.prompt_ids),
+        "response_text": tokenizer.decode(out.response_ids),
+        "response_clean": tokenizer.decode(out.response_ids, skip_special_tokens=True),
+        "rm_scores_last": float(as_dict["rm_scores"][-1]),
+        "failed": failed.model_dump(mode="json"),
+    }))
+
+
+asyncio.run(main())
+"""
+
+
+def test_verl_adapter_without_verl_names_the_extra() -> None:
+    """Here (no verl) the module imports, and using it is one line naming the extra."""
+    from aworld_graph.train.verl import AWorldAgentLoop
+
+    with pytest.raises(TrainerNotInstalled, match=r"train-verl"):
+        AWorldAgentLoop()
+    trainer = AgentTrainer(Agent(name="a"), trainer="verl", reward_func=numeric, train_dataset=[])
+    with pytest.raises(TrainerNotInstalled, match=r"train-verl"):
+        trainer.adapter()
+
+
+@pytest.mark.slow
+@pytest.mark.local_model
+@pytest.mark.timeout(3600)
+def test_verl_agent_loop_with_verls_classes(tmp_path: Any) -> None:
+    try:
+        python = trainer_python("verl")
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    server = TokenServer()
+    path = model_path()
+    with LiveServer(server.app) as live:
+        done = subprocess.run(
+            [str(python), "-c", SCRIPT, live.url, str(path.parent), path.name],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "RAY_USAGE_STATS_ENABLED": "0"},
+        )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    out = result["out"]
+    assert result["is_base"] == "AgentLoopBase"
+    assert result["registry"] == {"_target_": "aworld_graph.train.verl.AWorldAgentLoop"}
+    # the ids are the ones the server sampled for the answering call, not re-tokenized text
+    last = server.sampled[-2]  # the failed run's call came after
+    assert out["prompt_ids"] == last["prompt_ids"]
+    assert out["response_ids"] == last["token_ids"]
+    assert out["response_logprobs"] == pytest.approx(last["log_probs"], abs=1e-6)
+    assert len(out["response_mask"]) == len(out["response_ids"]) == len(out["response_logprobs"])
+    assert set(out["response_mask"]) == {1}
+    assert "What is 2+3?" in result["prompt_text"]
+    assert result["prompt_text"].endswith("<|im_start|>assistant\n")
+    answer = out["extra_fields"]["aworld_answer"]
+    assert answer and result["response_clean"] == answer  # the stored text, from the ids
+    assert out["reward_score"] == (1.0 if "5" in answer else 0.0)
+    assert result["rm_scores_last"] == out["reward_score"]
+    assert out["num_turns"] == 2
+    # a run whose reward function raised is no training data: no response tokens, the reason
+    failed = result["failed"]
+    assert failed["response_ids"] == [] and failed["response_mask"] == []
+    assert "scorer down" in failed["extra_fields"]["aworld_error"]
+    assert failed["reward_score"] is None
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
