@@ -9,7 +9,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -88,10 +88,15 @@ class CronSearch(_Body):
     select: list[Field_] | None = None
 
 
+_TIME = TypeAdapter(datetime)
+
+
 def _end(value: Any) -> str | None:
+    """``end_time`` as a UTC ISO time, read as the request model read it (an ISO time or a
+    Unix time in seconds)."""
     if value is None:
         return None
-    end = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    end = _TIME.validate_python(value)
     return (end if end.tzinfo else end.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
 
 
