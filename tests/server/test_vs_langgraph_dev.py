@@ -1,0 +1,716 @@
+"""``aworld-graph serve`` side by side with LangGraph's own server, ``langgraph dev``.
+
+Both serve the same ``langgraph.json`` (:mod:`tests.server.langgraph_dev`: a chat graph with a
+``messages`` reducer and a fake chat model, and a graph that asks a person with
+``interrupt()``), each in a process of its own on 127.0.0.1. Each test runs one scenario
+through the real ``langgraph-sdk`` client (or ``RemoteGraph``) against both and compares the
+answers, with ids and timestamps normalised (each distinct id becomes ``<idN>`` in order of
+appearance, so which values are the same id is still compared) and each side's system
+assistants named by their graph id.
+
+Only what the two servers mean alike is compared: the fields the SDK's types declare, the
+metadata a client set (plus ``graph_id`` / ``assistant_id``), the values, the order of
+events. Where ours differs from LangGraph's server and should not, the comparison is an
+``xfail(strict=True)`` naming the difference, so fixing the server turns it into a failure
+that says to drop the mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from langgraph.pregel.remote import RemoteGraph
+from langgraph_sdk import get_client
+
+from tests.server.langgraph_dev import (
+    Process,
+    Unavailable,
+    aworld_serve,
+    langgraph_dev,
+    langgraph_dev_bin,
+    write_project,
+)
+
+pytestmark = pytest.mark.slow
+
+Scenario = Callable[[Any], Awaitable[Any]]
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_INTERRUPT_ID = re.compile(r"^[0-9a-f]{32}$")
+_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
+_MESSAGE_ID = re.compile(r"^lc_run--(<id\d+>)(-\d+)?$")
+
+
+@dataclass
+class Side:
+    url: str
+    aliases: dict[str, str]
+    """The side's system assistant ids by graph id (LangGraph's server: a uuid5 per graph;
+    ours: the graph id itself, documented in docs/server.md)."""
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
+    try:
+        langgraph_dev_bin()
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    folder = tmp_path_factory.mktemp("project")
+    config = write_project(folder)
+    peer: Process
+    with langgraph_dev(config) as peer, aworld_serve(config, folder / "ours.db") as ours:
+        yield {"peer": _side(peer.url), "ours": _side(ours.url)}
+
+
+def _side(url: str) -> Side:
+    found = httpx.post(f"{url}/assistants/search", json={"limit": 100}, timeout=30).json()
+    return Side(url, {a["assistant_id"]: a["graph_id"] for a in found})
+
+
+def normalise(value: Any, aliases: dict[str, str], ids: dict[str, str] | None = None) -> Any:
+    """``value`` with ids as ``<idN>`` (numbered by first appearance, keys in sorted order),
+    timestamps as ``<time>``, a side's system assistant ids as their graph id, and the
+    ``-0`` that LangGraph appends to a message id it did not stream dropped."""
+    ids = {} if ids is None else ids
+    if isinstance(value, dict):
+        return {
+            normalise(k, aliases, ids): normalise(value[k], aliases, ids) for k in sorted(value)
+        }
+    if isinstance(value, list | tuple):
+        return [normalise(v, aliases, ids) for v in value]
+    if isinstance(value, str):
+        if value in aliases:
+            return aliases[value]
+        if _STAMP.match(value):
+            return "<time>"
+        if _INTERRUPT_ID.match(value):
+            return ids.setdefault(value, f"<id{len(ids)}>")
+        named = _UUID.sub(lambda m: ids.setdefault(m[0], f"<id{len(ids)}>"), value)
+        return _MESSAGE_ID.sub(r"lc_run--\1", named)
+    return value
+
+
+async def both(sides: dict[str, Side], scenario: Scenario) -> tuple[Any, Any]:
+    """``scenario(client)`` on LangGraph's server, then on ours: (ours, peer), normalised."""
+    said: dict[str, Any] = {}
+    for name in ("peer", "ours"):
+        side = sides[name]
+        client = get_client(url=side.url, api_key=None)
+        try:
+            said[name] = normalise(await scenario(client), side.aliases)
+        finally:
+            await client.aclose()
+    return said["ours"], said["peer"]
+
+
+# -- projections: what the two servers mean alike ----------------------------------------------
+
+_OWN_METADATA = {"graph_id", "assistant_id", "test", "team", "tag", "v"}
+
+
+def meta(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """The metadata a client set, and which graph and assistant ran; each server adds its own
+    bookkeeping besides (LangGraph: ``created_by``, ``langgraph_*``; ours: ``kind``,
+    ``target``, ``task_*``)."""
+    return {k: v for k, v in (metadata or {}).items() if k in _OWN_METADATA}
+
+
+def thread(t: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "thread_id": t["thread_id"],
+        "metadata": meta(t["metadata"]),
+        "status": t["status"],
+        "values": t["values"],
+        "interrupts": t.get("interrupts") or {},  # LangGraph's create leaves it out
+    }
+
+
+def state(s: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "values": s["values"],
+        "next": s["next"],
+        "step": s["metadata"]["step"],
+        "source": s["metadata"]["source"],
+        "checkpoint_id": s["checkpoint"]["checkpoint_id"],
+        "parent_checkpoint_id": (s["parent_checkpoint"] or {}).get("checkpoint_id"),
+        "tasks": [
+            {"name": t["name"], "interrupts": t["interrupts"], "error": t["error"]}
+            for t in s["tasks"]
+        ],
+        "interrupts": s["interrupts"],
+    }
+
+
+def run(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "run_id": r["run_id"],
+        "thread_id": r["thread_id"],
+        "assistant_id": r["assistant_id"],
+        "status": r["status"],
+        "multitask_strategy": r["multitask_strategy"],
+    }
+
+
+def said(values: dict[str, Any]) -> list[list[str]]:
+    return [[m["type"], m["content"]] for m in values.get("messages", [])]
+
+
+def user(text: str, delay: float = 0) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}], "delay": delay}
+
+
+async def status_of(call: Awaitable[Any]) -> int:
+    """The HTTP status a call fails with (200 when it does not)."""
+    try:
+        await call
+    except httpx.HTTPStatusError as exc:
+        return exc.response.status_code
+    return 200
+
+
+# -- threads ------------------------------------------------------------------------------------
+
+
+async def _threads(client: Any) -> dict[str, Any]:
+    marker = str(uuid.uuid4())
+    made = await client.threads.create(metadata={"test": marker, "team": "a"})
+    tid = made["thread_id"]
+    got = await client.threads.get(tid)
+    await client.threads.update(tid, metadata={"tag": "x"})
+    updated = await client.threads.get(tid)
+    found = await client.threads.search(metadata={"test": marker, "tag": "x"})
+    counted = await client.threads.count(metadata={"test": marker})
+    await client.threads.delete(tid)
+    return {
+        "made": thread(made),
+        "got": thread(got),
+        "updated": thread(updated),
+        "found": [thread(t) for t in found],
+        "counted": counted,
+        "gone": await status_of(client.threads.get(tid)),
+        "left": await client.threads.count(metadata={"test": marker}),
+    }
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a new thread's values: LangGraph's server answers null, ours {} (create, get, "
+    "update, search)",
+)
+async def test_threads_create_get_update_search_count_delete(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _threads)
+    assert ours == peer
+
+
+async def test_threads_crud_agree_but_for_a_new_threads_values(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _threads)
+    for key in ("made", "got", "updated"):
+        assert ours[key]["values"] == {} and peer[key]["values"] is None
+        ours[key]["values"] = peer[key]["values"] = None
+    for t in ours["found"] + peer["found"]:
+        t["values"] = None
+    assert ours == peer
+
+
+async def _thread_after_runs(client: Any) -> dict[str, Any]:
+    marker = str(uuid.uuid4())
+    made = await client.threads.create(metadata={"test": marker})
+    tid = made["thread_id"]
+    await client.runs.wait(tid, "chat", input=user("hello"))
+    await client.threads.update(tid, metadata={"tag": "x"})
+    got = await client.threads.get(tid)
+    return {
+        "thread": thread(got),
+        "created_at_kept": got["created_at"] == made["created_at"],
+        "updated_at_moved": got["updated_at"] != made["updated_at"],
+    }
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a thread's created_at changes once it has run: ours answers the first "
+    "checkpoint's time, LangGraph's server the time the thread was created",
+)
+async def test_a_thread_keeps_its_created_at_after_a_run(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _thread_after_runs)
+    assert peer["created_at_kept"] and peer["updated_at_moved"]
+    assert ours == peer
+
+
+async def test_a_thread_that_ran_reads_alike(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _thread_after_runs)
+    assert ours["thread"] == peer["thread"]
+    assert ours["thread"]["metadata"] == {
+        "test": "<id0>",
+        "tag": "x",
+        "graph_id": "chat",
+        "assistant_id": "chat",
+    }
+
+
+async def _copy(client: Any) -> dict[str, Any]:
+    made = await client.threads.create(metadata={"test": str(uuid.uuid4())})
+    tid = made["thread_id"]
+    await client.runs.wait(tid, "chat", input=user("to copy"))
+    copied = await client.threads.copy(tid)
+    copy_id = copied["thread_id"]
+    await client.runs.wait(copy_id, "chat", input=user("only in the copy"))
+    return {
+        "copy": {**thread(await client.threads.get(copy_id)), "thread_id": None},
+        "new_id": copy_id != tid,
+        "original": said((await client.threads.get_state(tid))["values"]),
+        "copy_history": len(await client.threads.get_history(copy_id, limit=100)),
+        "original_history": len(await client.threads.get_history(tid, limit=100)),
+    }
+
+
+async def test_thread_copy(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _copy)
+    assert peer["new_id"] and peer["original"] == [
+        ["human", "to copy"],
+        ["ai", "you said: to copy"],
+    ]
+    assert ours == peer
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+async def _wait(client: Any) -> dict[str, Any]:
+    tid = (await client.threads.create())["thread_id"]
+    first = await client.runs.wait(tid, "chat", input=user("hi there"))
+    second = await client.runs.wait(tid, "chat", input=user("again"))
+    stateless = await client.runs.wait(None, "chat", input=user("no thread"))
+    return {"first": first, "second": second, "stateless": stateless}
+
+
+async def test_runs_wait(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _wait)
+    assert said(peer["second"])[-1] == ["ai", "you said: again"]
+    assert ours == peer
+
+
+async def _stream(client: Any) -> dict[str, Any]:
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "chat", input=user("first turn"))
+    events: list[Any] = []
+    async for part in client.runs.stream(
+        tid, "chat", input=user("stream me"), stream_mode=["values", "updates", "messages-tuple"]
+    ):
+        events.append((part.event, part.data))
+    shown: list[Any] = []
+    chunk_ids = set()
+    for event, data in events:
+        if event == "messages":
+            chunk, info = data
+            chunk_ids.add(chunk["id"])
+            shown.append([event, chunk["type"], chunk["content"], info["langgraph_node"]])
+        elif event == "metadata":
+            shown.append([event, sorted(data)])
+        else:
+            shown.append([event, data])
+    final = (await client.threads.get_state(tid))["values"]["messages"][-1]
+    return {"events": shown, "chunks_merge_into_the_answer": chunk_ids == {final["id"]}}
+
+
+async def test_runs_stream_values_updates_messages_tuple(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _stream)
+    kinds = [e[0] for e in peer["events"]]
+    assert kinds[0] == "metadata" and "messages" in kinds and kinds[-1] == "values"
+    assert ours == peer
+
+
+async def _interrupt(client: Any) -> dict[str, Any]:
+    tid = (await client.threads.create())["thread_id"]
+    asked = await client.runs.wait(tid, "review", input=user("the plan"))
+    waiting = await client.threads.get(tid)
+    pending = await client.threads.get_state(tid)
+    answered = await client.runs.wait(tid, "review", command={"resume": "yes"})
+    return {
+        "asked": asked,
+        "thread": thread(waiting),
+        "state": state(pending),
+        "answered": answered,
+        "after": thread(await client.threads.get(tid)),
+    }
+
+
+async def test_interrupt_and_resume(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _interrupt)
+    assert peer["thread"]["status"] == "interrupted"
+    assert peer["answered"]["verdict"] == "yes"
+    for side in (ours, peer):  # LangGraph 1.x adds a null response_schema to __interrupt__
+        for item in side["asked"]["__interrupt__"]:
+            item.pop("response_schema", None)
+    assert ours == peer
+
+
+async def _interrupted_run(client: Any) -> dict[str, Any]:
+    tid = (await client.threads.create())["thread_id"]
+    made = await client.runs.create(tid, "review", input=user("the plan"))
+    await client.runs.join(tid, made["run_id"])
+    return run(await client.runs.get(tid, made["run_id"]))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a run that stopped at interrupt(): LangGraph's server says status 'success' (the "
+    "thread is 'interrupted'), ours 'interrupted'",
+)
+async def test_a_run_that_stops_at_an_interrupt_reads_as_success(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _interrupted_run)
+    assert peer["status"] == "success"
+    assert ours == peer
+
+
+async def _state(client: Any) -> dict[str, Any]:
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "chat", input=user("one"))
+    await client.runs.wait(tid, "chat", input=user("two"))
+    latest = await client.threads.get_state(tid)
+    history = await client.threads.get_history(tid, limit=100)
+    limited = await client.threads.get_history(tid, limit=2)
+    at = await client.threads.get_state(
+        tid, checkpoint_id=history[3]["checkpoint"]["checkpoint_id"]
+    )
+    return {
+        "latest": state(latest),
+        "history": [state(s) for s in history],
+        "limited": [state(s) for s in limited],
+        "at": state(at),
+    }
+
+
+async def test_get_state_and_history_with_limit(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _state)
+    assert [s["step"] for s in peer["history"]] == [4, 3, 2, 1, 0, -1]
+    assert ours == peer
+
+
+def _before(shape: str) -> Scenario:
+    async def scenario(client: Any) -> Any:
+        tid = (await client.threads.create())["thread_id"]
+        await client.runs.wait(tid, "chat", input=user("one"))
+        await client.runs.wait(tid, "chat", input=user("two"))
+        checkpoint = (await client.threads.get_history(tid, limit=100))[2]["checkpoint"]
+        before = {"configurable": checkpoint} if shape == "config" else checkpoint
+        try:
+            found = await client.threads.get_history(tid, limit=2, before=before)
+        except httpx.HTTPStatusError as exc:
+            return exc.response.status_code
+        return [s["metadata"]["step"] for s in found]
+
+    return scenario
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="history 'before' as LangGraph's server takes it, a checkpoint config "
+    '{"configurable": {"checkpoint_id": ...}}: ours answers 422 (it takes a checkpoint id or '
+    '{"checkpoint_id": ...} only)',
+)
+async def test_history_before_as_a_checkpoint_config(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _before("config"))
+    assert peer == [1, 0]
+    assert ours == peer
+
+
+async def test_history_before_as_the_sdk_types_it(sides: dict[str, Side]) -> None:
+    # The SDK types `before` as a Checkpoint ({"thread_id", "checkpoint_ns", "checkpoint_id"}):
+    # ours takes it; langgraph dev 0.16.7 answers it with a 500 (KeyError 'configurable') and
+    # drops the connection, so only ours is asked.
+    client = get_client(url=sides["ours"].url, api_key=None)
+    try:
+        assert await _before("checkpoint")(client) == [1, 0]
+    finally:
+        await client.aclose()
+
+
+async def _select(client: Any) -> Any:
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "chat", input=user("one"))
+    chosen = await client.threads.get_history(tid, limit=2, select=["values", "next"])
+    return [sorted(s) for s in chosen]
+
+
+async def test_history_select(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _select)
+    # Documented here (docs/server.md): history takes `select`. langgraph dev 0.16.7 ignores it
+    # and answers every field.
+    assert ours == [["next", "values"], ["next", "values"]]
+    assert len(peer[0]) > 2 and {"next", "values"} <= set(peer[0])
+
+
+async def _update_state(client: Any) -> dict[str, Any]:
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "chat", input=user("one"))
+    edit = {"messages": [{"role": "assistant", "content": "edited answer"}]}
+    written = await client.threads.update_state(tid, edit, as_node="reply")
+    edited = await client.threads.get_state(tid)
+    again = await client.runs.wait(tid, "chat", input=user("two"))
+    return {
+        "edited": state(edited),
+        # The SDK's ThreadUpdateStateResponse has `checkpoint` only (LangGraph's server also
+        # repeats it as `checkpoint_id` and `configurable`).
+        "same_checkpoint": written["checkpoint"]["checkpoint_id"]
+        == edited["checkpoint"]["checkpoint_id"],
+        "again": said(again),
+    }
+
+
+async def test_update_state_as_node_leaves_the_thread_usable(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _update_state)
+    assert peer["again"][-3:] == [
+        ["ai", "edited answer"],
+        ["human", "two"],
+        ["ai", "you said: two"],
+    ]
+    assert ours == peer
+
+
+async def _runs(client: Any) -> dict[str, Any]:
+    tid = (await client.threads.create())["thread_id"]
+    first = await client.runs.create(tid, "chat", input=user("one", delay=0.3))
+    joined = await client.runs.join(tid, first["run_id"])
+    second = await client.runs.create(tid, "chat", input=user("two"))
+    await client.runs.join(tid, second["run_id"])
+    listed = await client.runs.list(tid)
+    got = await client.runs.get(tid, first["run_id"])
+    return {
+        "created": run(first),
+        "joined": said(joined),
+        "listed": [run(r) for r in listed],
+        "got": run(got),
+    }
+
+
+async def test_runs_create_join_list_get(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _runs)
+    # A created run: LangGraph's server queues it for a worker ('pending'); ours starts it at
+    # once on an idle thread ('running'). Either is a run not yet done.
+    assert peer["created"].pop("status") == "pending"
+    assert ours["created"].pop("status") in ("pending", "running")
+    assert peer["got"]["status"] == "success"
+    assert ours == peer
+
+
+async def _cancel(client: Any) -> dict[str, Any]:
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "chat", input=user("before"))
+    made = await client.runs.create(tid, "chat", input=user("slow", delay=5))
+    await asyncio.sleep(0.5)
+    await client.runs.cancel(tid, made["run_id"], wait=True)
+    after = await client.runs.get(tid, made["run_id"])
+    left = await client.threads.get_state(tid)
+    status = (await client.threads.get(tid))["status"]
+    try:
+        again: Any = said(await client.runs.wait(tid, "chat", input=user("after the cancel")))
+    except httpx.HTTPStatusError as exc:
+        again = exc.response.status_code
+    return {
+        "run": run(after),
+        "thread": status,
+        "next": left["next"],
+        "left": said(left["values"]),
+        "again": again,
+    }
+
+
+async def test_runs_cancel_ends_the_run(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _cancel)
+    assert peer["run"]["status"] == "interrupted"
+    assert ours["run"] == peer["run"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="after runs.cancel (action interrupt) in the middle of a node, LangGraph's server "
+    "leaves the thread 'idle' at its state before the run (the cancelled input dropped, next "
+    "[]) and runs the next input; ours leaves it 'interrupted' with next ['reply'] and the "
+    "cancelled input kept, and refuses the next run with 409 thread_unfinished",
+)
+async def test_a_cancelled_thread_takes_the_next_run(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _cancel)
+    assert peer["thread"] == "idle" and peer["again"][-1] == ["ai", "you said: after the cancel"]
+    assert ours == peer
+
+
+def _multitask(strategy: str) -> Scenario:
+    async def scenario(client: Any) -> dict[str, Any]:
+        tid = (await client.threads.create())["thread_id"]
+        first = await client.runs.create(tid, "chat", input=user("first", delay=1.5))
+        await asyncio.sleep(0.5)
+        try:
+            second = await client.runs.create(
+                tid, "chat", input=user("second"), multitask_strategy=strategy
+            )
+        except httpx.HTTPStatusError as exc:
+            second = {"refused": exc.response.status_code}
+        if "run_id" in second:
+            await client.runs.join(tid, second["run_id"])
+        joined_first = await client.http.client.get(f"/threads/{tid}/runs/{first['run_id']}/join")
+        try:
+            first_status: Any = (await client.runs.get(tid, first["run_id"]))["status"]
+        except httpx.HTTPStatusError as exc:
+            first_status = exc.response.status_code
+        values = (await client.threads.get_state(tid))["values"]
+        return {
+            "first": first_status,
+            "joined_first": joined_first.status_code,
+            "second": second.get("refused") or second.get("multitask_strategy"),
+            "said": said(values),
+            "runs": len(await client.runs.list(tid)),
+        }
+
+    return scenario
+
+
+@pytest.mark.parametrize("strategy", ["enqueue", "reject"])
+async def test_multitask_strategy(sides: dict[str, Side], strategy: str) -> None:
+    ours, peer = await both(sides, _multitask(strategy))
+    assert ours == peer
+
+
+async def test_multitask_interrupt(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _multitask("interrupt"))
+    # The interrupted run's input: ours keeps it and runs the new input on top (as LangGraph's
+    # double-texting docs show the 'interrupt' outcome); langgraph dev 0.16.7 drops the
+    # interrupted run's writes, its input too.
+    assert ours.pop("said") == [["human", "first"], ["human", "second"], ["ai", "you said: second"]]
+    assert peer.pop("said") == [["human", "second"], ["ai", "you said: second"]]
+    assert ours == peer
+
+
+async def test_multitask_rollback(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _multitask("rollback"))
+    # Joining the deleted run: ours answers 404; LangGraph's server 200 with a body of
+    # {"__error__": {"message": "404: Run not found"}}.
+    assert (ours.pop("joined_first"), peer.pop("joined_first")) == (404, 200)
+    assert ours == peer
+
+
+# -- assistants, store, crons -------------------------------------------------------------------
+
+
+async def _assistants(client: Any) -> dict[str, Any]:
+    marker = str(uuid.uuid4())
+    made = await client.assistants.create(
+        "chat", config={"configurable": {"tone": "dry"}}, metadata={"test": marker}, name="mine"
+    )
+    aid = made["assistant_id"]
+    updated = await client.assistants.update(aid, metadata={"test": marker, "v": 2})
+    versions = await client.assistants.get_versions(aid)
+    found = await client.assistants.search(metadata={"test": marker})
+    counted = await client.assistants.count(metadata={"test": marker})
+    ran = await client.runs.wait(None, aid, input=user("via mine"))
+    await client.assistants.delete(aid)
+
+    def shown(a: dict[str, Any]) -> dict[str, Any]:
+        keep = ("assistant_id", "graph_id", "config", "context", "version", "name", "description")
+        return {**{k: a.get(k) for k in keep}, "metadata": meta(a["metadata"])}
+
+    return {
+        "made": shown(made),
+        "updated": shown(updated),
+        "versions": [shown(v) for v in versions],
+        "found": [shown(a) for a in found],
+        "counted": counted,
+        "ran": said(ran),
+        "gone": await status_of(client.assistants.get(aid)),
+    }
+
+
+async def test_assistants_create_update_versions_search_count_delete(
+    sides: dict[str, Side],
+) -> None:
+    ours, peer = await both(sides, _assistants)
+    assert [v["version"] for v in peer["versions"]] == [2, 1]
+    assert ours == peer
+
+
+async def _store(client: Any) -> dict[str, Any]:
+    marker = str(uuid.uuid4())
+    await client.store.put_item(["docs", marker], "a", {"kind": "note", "n": 1})
+    await client.store.put_item(["docs", marker, "deep"], "b", {"kind": "todo", "n": 2})
+    got = await client.store.get_item(["docs", marker], "a")
+    found = await client.store.search_items(["docs", marker], filter={"kind": "todo"})
+    spaces = await client.store.list_namespaces(prefix=["docs", marker])
+    await client.store.delete_item(["docs", marker], "a")
+
+    def item(i: dict[str, Any]) -> dict[str, Any]:
+        return {k: i[k] for k in ("namespace", "key", "value")}
+
+    return {
+        "got": item(got),
+        "found": [item(i) for i in found["items"]],
+        "spaces": spaces,
+        "gone": await status_of(client.store.get_item(["docs", marker], "a")),
+    }
+
+
+async def test_store_put_get_search_namespaces(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _store)
+    assert ours == peer
+
+
+async def _crons(client: Any) -> dict[str, Any]:
+    marker = str(uuid.uuid4())
+    (system,) = await client.assistants.search(graph_id="chat", metadata={"created_by": "system"})
+    made = await client.crons.create(
+        "chat", schedule="0 0 1 1 *", input=user("yearly"), metadata={"test": marker}
+    )
+    cron_id = made["cron_id"]
+    aid = system["assistant_id"]  # LangGraph's server wants the uuid here, not the graph id
+    found = await client.crons.search(assistant_id=aid, metadata={"test": marker})
+    await client.crons.delete(cron_id)
+    left = await client.crons.search(assistant_id=aid, metadata={"test": marker})
+
+    def shown(c: dict[str, Any]) -> dict[str, Any]:
+        keep = ("cron_id", "assistant_id", "thread_id", "schedule", "end_time", "enabled")
+        return {**{k: c.get(k) for k in keep}, "metadata": meta(c.get("metadata"))}
+
+    return {
+        "made": sorted(made),
+        "found": [shown(c) for c in found],
+        "left": left,
+    }
+
+
+async def test_crons_create_search_delete(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _crons)
+    assert ours == peer
+
+
+# -- RemoteGraph --------------------------------------------------------------------------------
+
+
+async def test_remote_graph_invoke_stream_and_state(sides: dict[str, Side]) -> None:
+    async def scenario(url: str) -> dict[str, Any]:
+        client = get_client(url=url, api_key=None)
+        try:
+            graph = RemoteGraph("chat", client=client)
+            tid = (await client.threads.create())["thread_id"]
+            config = {"configurable": {"thread_id": tid}}
+            done = await graph.ainvoke(user("remote"), config)
+            chunks = [c async for c in graph.astream(user("again"), config, stream_mode="updates")]
+            now = await graph.aget_state(config)
+        finally:
+            await client.aclose()
+        return {
+            "done": said(done),
+            "chunks": chunks,
+            "next": list(now.next),
+            "values": now.values,
+        }
+
+    said_by = {}
+    for name in ("peer", "ours"):
+        said_by[name] = normalise(await scenario(sides[name].url), sides[name].aliases)
+    assert said_by["ours"] == said_by["peer"]
