@@ -90,7 +90,9 @@ def next_time(schedule: str, after: datetime, timezone: str | None = None) -> da
     naming ``schedule`` when it is not five cron fields."""
     import croniter  # type: ignore[import-untyped]
 
-    if not isinstance(schedule, str) or not croniter.croniter.is_valid(schedule):
+    # croniter also reads six and seven fields (seconds, years): not the schedule served here
+    five = isinstance(schedule, str) and len(schedule.split()) == 5
+    if not five or not croniter.croniter.is_valid(schedule):
         raise ApiError(
             422,
             "invalid_field",
@@ -98,7 +100,15 @@ def next_time(schedule: str, after: datetime, timezone: str | None = None) -> da
             f"day-of-week), e.g. '*/5 * * * *'; got {ascii(str(schedule)[:60])}",
         )
     base = after.astimezone(zone(timezone))
-    found: datetime = croniter.croniter(schedule, base).get_next(datetime)
+    try:
+        found: datetime = croniter.croniter(schedule, base).get_next(datetime)
+    except croniter.CroniterBadDateError:  # a day no month has, e.g. '0 0 31 2 *'
+        raise ApiError(
+            422,
+            "invalid_field",
+            f"schedule {ascii(schedule[:60])} never comes (no month has that day); name a "
+            "day of the month that exists",
+        ) from None
     return found.astimezone(UTC)
 
 
@@ -236,7 +246,11 @@ class CronScheduler:
         soonest: datetime | None = None
         for cron in await self.table.all():
             if _due(cron, at):
-                following = next_time(cron["schedule"], at, cron["timezone"])
+                try:
+                    following = next_time(cron["schedule"], at, cron["timezone"])
+                except ApiError as exc:  # a row stored by an older server: the others still fire
+                    log.error("cron %s cannot fire: %s", cron["cron_id"], exc.message)
+                    continue
                 await self.table.move(cron["cron_id"], following.isoformat())
                 try:
                     await self._fire(cron)
