@@ -133,6 +133,7 @@ async def drive_app(
     input: Any = None,
     config: RunnableConfig | None = None,
     context: Any = None,
+    stops: tuple[Any, Any] = (None, None),
 ) -> tuple[TaskResponse, dict[str, Any]]:
     """Run ``task``'s application on its thread (one superstep if ``one_step``); the
     response and the last updates. ``input`` is the graph's input as the client gave it
@@ -168,7 +169,8 @@ async def drive_app(
             run_conf,
             stream_mode=modes,
             context=context,
-            interrupt_after="*" if one_step else None,
+            interrupt_before=stops[0],  # (interrupt_before, interrupt_after) of the run
+            interrupt_after="*" if one_step else stops[1],
             durability="sync",  # a step's checkpoint is on disk before the next step starts
         ):
             if mode == "updates":

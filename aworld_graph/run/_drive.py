@@ -89,8 +89,12 @@ async def drive(
     input: Any = None,
     config: RunnableConfig | None = None,
     context: Any = None,
+    interrupt_before: list[str] | str | None = None,
+    interrupt_after: list[str] | str | None = None,
 ) -> tuple[TaskResponse, dict[str, Any]]:
     """Run ``task`` (one superstep if ``one_step``); returns the response and the last updates.
+    ``interrupt_before`` / ``interrupt_after`` stop it before or after those nodes (``"*"``:
+    any), as LangGraph's ``astream`` does.
 
     A LangGraph application (:class:`~aworld_graph.swarm.graph.LangGraphApp`) is driven by
     :func:`~._app.drive_app`: ``input`` is its input as the client gave it, ``config`` and
@@ -126,9 +130,20 @@ async def drive(
                 input=input,
                 config=config,
                 context=context,
+                stops=(interrupt_before, interrupt_after),
             )
         return await _drive(
-            task, graph, checkpointer, one_step, resume, events, states, new_turn, config, context
+            task,
+            graph,
+            checkpointer,
+            one_step,
+            resume,
+            events,
+            states,
+            new_turn,
+            config,
+            context,
+            (interrupt_before, interrupt_after),
         )
 
     hold = getattr(checkpointer, "ahold", None)
@@ -158,15 +173,14 @@ async def _drive(
     new_turn: bool = False,
     overlay: RunnableConfig | None = None,
     context: Any = None,
+    stops: tuple[Any, Any] = (None, None),
 ) -> tuple[TaskResponse, dict[str, Any]]:
     started = time.perf_counter()
     compiled = graph.compile(checkpointer)
     config = run_config(task, graph)
     if overlay and overlay.get("configurable"):  # the caller's entries, under the run's own
         config["configurable"] = {**overlay["configurable"], **config["configurable"]}
-    snapshot = (
-        None if task.new_thread else await compiled.aget_state(config)
-    )
+    snapshot = None if task.new_thread else await compiled.aget_state(config)
     task.new_thread = False  # from now on the thread exists
     if (
         snapshot is not None and snapshot.metadata
@@ -228,7 +242,8 @@ async def _drive(
             config,
             stream_mode=modes,
             context=context,
-            interrupt_after="*" if one_step else None,
+            interrupt_before=stops[0],
+            interrupt_after="*" if one_step else stops[1],
             durability="sync",  # a step's checkpoint is on disk before the next step starts
         ):
             if mode == "updates":  # a node's delta; a tool call's task result is not one

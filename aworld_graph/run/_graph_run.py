@@ -138,6 +138,8 @@ class GraphRun:
         input: Any = None,
         config: RunnableConfig | None = None,
         context: Any = None,
+        interrupt_before: list[str] | str | None = None,
+        interrupt_after: list[str] | str | None = None,
     ) -> TaskResponse:
         """Run the task on its thread until it ends, is interrupted or fails.
 
@@ -154,6 +156,8 @@ class GraphRun:
         (:data:`~.events.AppEvent`). ``config`` is the caller's LangGraph config (an app's
         ``configurable``, ``tags``, ``recursion_limit``…; a swarm takes its ``configurable``
         entries under the run's own) and ``context`` LangGraph's runtime context.
+        ``interrupt_before`` / ``interrupt_after``: node names (or ``"*"``) the run stops
+        before or after, as LangGraph's ``astream`` takes them (continue with no input).
         """
         response, _ = await drive(
             self.task,
@@ -166,6 +170,8 @@ class GraphRun:
             input=input,
             config=config,
             context=context,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
         )
         return response
 

@@ -181,6 +181,8 @@ class RunCreate(_Body):
     if_not_exists: Literal["create", "reject"] | None = None
     on_disconnect: Literal["cancel", "continue"] | None = None
     on_completion: Literal["delete", "keep"] | None = None
+    interrupt_before: Literal["*"] | list[Text] | None = None
+    interrupt_after: Literal["*"] | list[Text] | None = None
     after_seconds: Annotated[float, Field(ge=0, le=MAX_DELAY)] | None = None
     checkpoint_id: Id | None = None
     checkpoint: CheckpointRef | None = None

@@ -30,20 +30,6 @@ __all__ = ["RunRoutes"]
 
 _STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
-_UNSERVED = {
-    "interrupt_before": "put a human step (Human) in the workflow where a run should wait",
-    "interrupt_after": "put a human step (Human) in the workflow where a run should wait",
-}
-"""Run options of LangGraph's API this server does not serve: asked for, they are a 422 that
-says what to do instead, never silently ignored."""
-
-
-def _unserved(body: Mapping[str, Any]) -> None:
-    for name, instead in _UNSERVED.items():
-        if body.get(name) not in (None, "", 0, [], {}):
-            raise ApiError(422, "unsupported_option", f"{name} is not served here; {instead}")
-
-
 def _start_at(body: Mapping[str, Any], stateless: bool) -> str | None:
     """The checkpoint a run starts from (``checkpoint_id``, or ``checkpoint.checkpoint_id``),
     checked against the run's other options."""
@@ -145,7 +131,6 @@ class RunRoutes:
         self, body: dict[str, Any], thread_id: str | None, *, streamed: bool = False
     ) -> tuple[Run, dict[str, Any]]:
         validate(RunCreate, body)
-        _unserved(body)
         check_webhook(body.get("webhook"))
         if thread_id is None:
             thread_id = body.get("thread_id")
@@ -204,7 +189,10 @@ class RunRoutes:
             metadata=dict(metadata),
             kwargs={
                 k: body.get(k)
-                for k in ("input", "command", "stream_mode", "config", "context", "webhook")
+                for k in (
+                    *("input", "command", "stream_mode", "config", "context", "webhook"),
+                    *("interrupt_before", "interrupt_after"),
+                )
             },
             check=later if deferred else None,
             new_thread=new,

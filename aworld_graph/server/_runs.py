@@ -667,6 +667,8 @@ class RunManager:
                 states=True,
                 new_turn=text is not None,  # new input on a finished thread: its next turn
                 **run.assistant.run_options(run.run_id, run.thread_id, run.kwargs),
+                interrupt_before=run.kwargs.get("interrupt_before"),
+                interrupt_after=run.kwargs.get("interrupt_after"),
             )
         if run.values is None or response.status not in ("finished", "interrupted"):
             run.values = chat_values(clean(response.state or {}), run.assistant.is_app)

@@ -493,3 +493,20 @@ async def test_a_waited_run_with_on_disconnect_cancel_stops_when_the_client_goes
         await waiting
     joined = await sdk.runs.join(thread, run_id)
     assert joined["__error__"]["error"] == "Cancelled"
+
+
+async def test_interrupt_before_and_after_stop_the_run_there(sdk: Any) -> None:
+    """langgraph-api passes ``interrupt_before`` / ``interrupt_after`` (node names or ``"*"``)
+    to the graph's ``astream``: the run stops there, the thread reads ``interrupted`` with
+    those nodes next, and a run with input ``null`` goes on."""
+    thread = (await sdk.threads.create())["thread_id"]
+    await sdk.runs.wait(thread, "counter", input=USER, interrupt_before=["counter__tools"])
+    state = await sdk.threads.get_state(thread)
+    assert state["next"] == ["counter__tools"] and state["values"]["answer"] is None
+    assert (await sdk.threads.get(thread))["status"] == "interrupted"
+    await sdk.runs.wait(thread, "counter", input=None, interrupt_after="*")
+    assert (await sdk.threads.get_state(thread))["next"] == ["counter"]  # the tools ran
+    done = await sdk.runs.wait(thread, "counter", input=None)
+    assert done["answer"] == "4 words"
+    runs = await sdk.runs.list(thread)
+    assert runs[-1]["kwargs"]["interrupt_before"] == ["counter__tools"]
