@@ -2,9 +2,10 @@
 LangGraph's server answers them, over the server's :class:`~._item_store.ItemStore` (table
 ``store_items`` of the checkpoint store).
 
-A namespace is a list of 1 to 16 labels, each 1 to 256 characters without ``.`` (in
-``GET /store/items`` the labels joined by ``.``); a key is 1 to 1024 characters. An item
-asked for a time to live (``ttl``) is a 422: items are kept until deleted.
+A namespace is a list of 1 to 16 labels, each 1 to 256 characters without ``.`` or NUL (in
+``GET /store/items`` the labels joined by ``.``); an item's first label is not ``langgraph``;
+a key is 1 to 1024 characters. An item asked for a time to live (``ttl``) is a 422: items
+are kept until deleted.
 """
 
 from __future__ import annotations
@@ -30,8 +31,16 @@ MAX_LABELS = 16
 
 def _labels(value: list[str]) -> list[str]:
     for label in value:
-        if not label or "." in label or len(label) > 256:
-            raise ValueError(f"label {ascii(label[:40])} must be 1 to 256 characters without '.'")
+        if not label or "." in label or "\x00" in label or len(label) > 256:
+            raise ValueError(
+                f"label {ascii(label[:40])} must be 1 to 256 characters without '.' or NUL"
+            )
+    return value
+
+
+def _item_root(value: list[str]) -> list[str]:
+    if value[0] == "langgraph":
+        raise ValueError("the first label may not be 'langgraph' (LangGraph keeps it for itself)")
     return value
 
 
@@ -40,13 +49,15 @@ Namespace = Annotated[
     Field(max_length=MAX_LABELS),
     AfterValidator(_labels),
 ]
+ItemNamespace = Annotated[Namespace, Field(min_length=1), AfterValidator(_item_root)]
+"""The namespace an item is put in: at least one label, not under ``langgraph``."""
 Key = Annotated[str, Field(strict=True, min_length=1, max_length=1024)]
 
 
 class StorePut(_Body):
     """``PUT /store/items``."""
 
-    namespace: Namespace
+    namespace: ItemNamespace
     key: Key
     value: dict[str, Any]
     index: Literal[False] | list[Annotated[str, Field(strict=True)]] | None = None
