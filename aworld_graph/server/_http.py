@@ -122,7 +122,7 @@ class ServerApp:
                     allow_origins=cors_origins,
                     allow_methods=["GET", "POST", "PATCH", "DELETE"],
                     allow_headers=["content-type", "x-api-key", "authorization", "last-event-id"],
-                    expose_headers=["content-location"],
+                    expose_headers=["content-location", "location"],  # where a cut run goes on
                 )
             )
         self.app = Starlette(

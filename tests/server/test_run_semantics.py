@@ -510,3 +510,17 @@ async def test_interrupt_before_and_after_stop_the_run_there(sdk: Any) -> None:
     assert done["answer"] == "4 words"
     runs = await sdk.runs.list(thread)
     assert runs[-1]["kwargs"]["interrupt_before"] == ["counter__tools"]
+
+
+def test_a_browser_client_may_read_where_a_run_goes_on(serve: Callable[..., LiveServer]) -> None:
+    """With ``--cors-origin``, a chat UI in a browser reads ``Location`` and
+    ``Content-Location`` (CORS exposes them), as the JS SDK rejoins a stream from them."""
+    server = serve(cors_origins=["http://ui.test"])
+    origin = {"Origin": "http://ui.test"}
+    with httpx.Client(base_url=server.url, headers=origin) as http:
+        thread = http.post("/threads", json={}).json()["thread_id"]
+        run = {"assistant_id": "counter", "input": USER}
+        done = http.post(f"/threads/{thread}/runs/wait", json=run)
+    exposed = {h.strip() for h in done.headers["access-control-expose-headers"].split(",")}
+    assert {"location", "content-location"} <= {h.lower() for h in exposed}
+    assert done.headers["location"].endswith("/join")
