@@ -4,11 +4,11 @@ it ends, as LangGraph's server sends it: the API's ``Run`` object with the run's
 ``webhook_sent_at``, the thread's ``values`` and, when it failed, ``error``; secrets
 stripped as in every response.
 
-A webhook is an absolute ``http`` or ``https`` URL (a 422 naming ``webhook`` otherwise,
-before the run is stored). The server sends it from its event loop once, within
-:data:`TIMEOUT` seconds, and logs a failure; the run's own end does not wait for it. The
-server POSTs wherever a caller names, loopback too: with ``AWORLD_GRAPH_API_KEY`` set only
-callers holding the key can name one.
+A webhook is an absolute ``http`` or ``https`` URL without ``user:password@`` (a 422 naming
+``webhook`` otherwise, before the run is stored). The server sends it from its event loop
+once, within :data:`TIMEOUT` seconds, and logs a failure (naming the URL's host only); the
+run's own end does not wait for it. The server POSTs wherever a caller names, loopback too:
+with ``AWORLD_GRAPH_API_KEY`` set only callers holding the key can name one.
 """
 
 from __future__ import annotations
@@ -47,6 +47,13 @@ def check_webhook(url: Any, field: str = "webhook") -> str | None:
         )
     if len(url) > MAX_URL:
         raise ApiError(422, "invalid_field", f"{field} is over {MAX_URL} characters")
+    if parts.username is not None or parts.password is not None:  # stored and answered back
+        raise ApiError(
+            422,
+            "invalid_field",
+            f"{field} may not carry credentials (user:password@): the URL is stored with the "
+            "run and answered back to whoever reads it; name the URL without them",
+        )
     return str(url)
 
 
@@ -87,12 +94,12 @@ class Webhooks:
                 log.warning(
                     "run %s: webhook %s answered %s",
                     payload.get("run_id"),
-                    urlsplit(url).netloc,
+                    urlsplit(url).hostname,
                     answer.status_code,
                 )
         except httpx.HTTPError as exc:
             log.warning(
-                "run %s: webhook %s failed: %s", payload.get("run_id"), urlsplit(url).netloc, exc
+                "run %s: webhook %s failed: %s", payload.get("run_id"), urlsplit(url).hostname, exc
             )
 
     async def close(self) -> None:
