@@ -43,6 +43,10 @@ class App(Protocol):
         """The request's JSON value (an object or a list)."""
         ...
 
+    async def raw_body(self, request: Request) -> bytes:
+        """The request's body, within the server's size and time limits."""
+        ...
+
     async def checked(self, request: Request, model: Any) -> dict[str, Any]:
         """The request's JSON object, validated against the pydantic ``model``."""
         ...

@@ -200,6 +200,19 @@ class ServerApp:
     async def json_body(self, request: Request) -> Any:
         """The request's JSON value (an object or, for ``/runs/batch``, a list), read and
         checked as :meth:`body` says; ``{}`` when empty."""
+        raw = await self.raw_body(request)
+        if not raw.strip():
+            return {}
+        try:  # orjson: JSON only (no NaN), valid UTF-8 (no lone surrogate), at most 1024 deep
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise ApiError(400, "invalid_json", f"the request body is not JSON: {exc}") from None
+        check_depth(data if isinstance(data, dict) else {"body": data})
+        return data
+
+    async def raw_body(self, request: Request) -> bytes:
+        """The request's body: at most ``max_body`` bytes (else a 413), arriving within
+        ``body_timeout`` seconds (else a 408)."""
         declared = request.headers.get("content-length")
         if declared and declared.isascii() and declared.isdigit() and int(declared) > self.max_body:
             raise ApiError(413, "too_large", f"request body over {self.max_body} bytes")
@@ -214,14 +227,7 @@ class ServerApp:
             raise ApiError(
                 408, "body_timeout", f"the request body did not arrive within {self.body_timeout} s"
             ) from None
-        if not raw.strip():
-            return {}
-        try:  # orjson: JSON only (no NaN), valid UTF-8 (no lone surrogate), at most 1024 deep
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise ApiError(400, "invalid_json", f"the request body is not JSON: {exc}") from None
-        check_depth(data if isinstance(data, dict) else {"body": data})
-        return data
+        return bytes(raw)
 
     # -- misc ------------------------------------------------------------------------------
 

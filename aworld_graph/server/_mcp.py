@@ -26,7 +26,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ._assistants import Assistant
 from ._input import ID_RULE, check_id
@@ -171,8 +171,9 @@ class McpTools:
 
     async def endpoint(self, request: Request) -> Response:
         """``/mcp``: the streamable HTTP transport, reached once the request passed the
-        app's guard (API key, ids)."""
-        return _Transport(self.manager)
+        app's guard (API key, ids), with a body within the server's limits (the SDK's
+        transport reads whatever comes)."""
+        return _Transport(self.manager, await self.app.raw_body(request))
 
     def _assistants(self) -> dict[str, Assistant]:
         return {tool_name(a.assistant_id): a for a in self.app.assistants}
@@ -279,13 +280,24 @@ def _said(result: Mapping[str, Any]) -> str:
 
 
 class _Transport(Response):
-    """A response that hands the request to the MCP session manager."""
+    """A response that hands the request, its ``body`` read already, to the MCP session
+    manager."""
 
-    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+    def __init__(self, manager: StreamableHTTPSessionManager, body: bytes) -> None:
         self.manager = manager
+        self.body = body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.manager.handle_request(scope, receive, send)
+        sent = False
+
+        async def replayed() -> Message:
+            nonlocal sent
+            if sent:  # then what the connection says (a disconnect)
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+
+        await self.manager.handle_request(scope, replayed, send)
 
 
 async def serve_stdio(app: Any) -> None:
