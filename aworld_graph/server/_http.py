@@ -150,15 +150,7 @@ class ServerApp:
     def _guard(self, fn: Handler) -> Handler:
         async def guarded(request: Request) -> Response:
             try:
-                if self.api_key and not _open(request.url.path):
-                    given = _key_of(request) or ""
-                    if not hmac.compare_digest(given.encode(), self.api_key.encode()):
-                        raise ApiError(
-                            401,
-                            "unauthorized",
-                            "missing or wrong API key: send it in the x-api-key header "
-                            "(langgraph_sdk.get_client(url=..., api_key=...))",
-                        )
+                self._check_key(request)
                 for name, value in request.path_params.items():
                     check_id(name, value)
                 return await fn(request)
@@ -169,6 +161,19 @@ class ServerApp:
                 return self.error(500, "internal", "the server failed on this request; see its log")
 
         return guarded
+
+    def _check_key(self, request: Request) -> None:
+        """A 401 unless the request may pass: it has the API key, none is set, or its path
+        answers without one."""
+        if self.api_key and not _open(request.url.path):
+            given = _key_of(request) or ""
+            if not hmac.compare_digest(given.encode(), self.api_key.encode()):
+                raise ApiError(
+                    401,
+                    "unauthorized",
+                    "missing or wrong API key: send it in the x-api-key header "
+                    "(langgraph_sdk.get_client(url=..., api_key=...))",
+                )
 
     @staticmethod
     def json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
@@ -181,12 +186,22 @@ class ServerApp:
         return JSONResponse({"code": code, "message": message}, status)
 
     async def _not_found(self, request: Request, exc: Exception) -> Response:
-        return self.error(404, "not_found", f"no route {request.method} {request.url.path}")
+        return self._unserved(
+            request, 404, "not_found", f"no route {request.method} {request.url.path}"
+        )
 
     async def _not_allowed(self, request: Request, exc: Exception) -> Response:
-        return self.error(
-            405, "method_not_allowed", f"{request.method} is not served on {request.url.path}"
-        )
+        message = f"{request.method} is not served on {request.url.path}"
+        return self._unserved(request, 405, "method_not_allowed", message)
+
+    def _unserved(self, request: Request, status: int, code: str, message: str) -> Response:
+        """The error of a path or method not served, or the 401 a served one would answer
+        without the key (so a caller without it cannot tell which paths are served)."""
+        try:
+            self._check_key(request)
+        except ApiError as refused:
+            return self.error(refused.status, refused.code, refused.message)
+        return self.error(status, code, message)
 
     async def body(self, request: Request) -> dict[str, Any]:
         """The request's JSON object (at most ``max_body`` bytes, read within
