@@ -5,7 +5,7 @@ verl 0.9.1 pins ``transformers<5.11``, below this project's, so it runs in a ven
 verl's ``AgentLoopWorker`` does (its registry entry through ``hydra.utils.instantiate``, its
 ``DictConfigWrap``/``ToolListWrap``, the SmolLM2 tokenizer from the GGUF the embedded model
 serves) with a stand-in server manager returning verl's ``TokenOutput``: it sends the prompt
-ids to a loopback token server here, which samples them with the embedded model's GGUF
+ids to a loopback token server here (tests/train/token_server.py), which samples them with the embedded model's GGUF
 (llama.cpp in this environment, so nothing is built in the venv) and keeps what it sampled.
 """
 
@@ -16,61 +16,15 @@ import subprocess
 import sys
 from typing import Any
 
-import numpy as np
 import pytest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
 
 from aworld_graph import Agent
 from aworld_graph.local import model_path
 from aworld_graph.rewards import numeric
 from aworld_graph.train import AgentTrainer, TrainerNotInstalled
 from tests.server.conftest import LiveServer
+from tests.train.token_server import TokenServer
 from tests.train.trainer_venv import ROOT, Unavailable, trainer_python
-
-
-class TokenServer:
-    """Token in, token out with the embedded model's GGUF, as verl's rollout servers do:
-    ``POST /generate {prompt_ids, sampling_params}`` → ``{token_ids, log_probs}`` (the end
-    token included when sampled). :attr:`sampled` keeps every reply."""
-
-    def __init__(self) -> None:
-        from llama_cpp import Llama
-
-        self.llama = Llama(model_path=str(model_path()), n_ctx=2048, verbose=False, seed=7)
-        self.sampled: list[dict[str, Any]] = []
-        self.app = Starlette(routes=[Route("/generate", self.generate, methods=["POST"])])
-
-    async def generate(self, request: Request) -> JSONResponse:
-        body = await request.json()
-        params = body.get("sampling_params") or {}
-        llama = self.llama
-        ids: list[int] = []
-        logprobs: list[float] = []
-        steps = llama.generate(
-            [int(t) for t in body["prompt_ids"]],
-            temp=float(params.get("temperature", 1.0)),
-            top_p=float(params.get("top_p", 1.0)),
-            top_k=max(int(params.get("top_k", 0)), 0),
-            reset=True,
-        )
-        try:
-            for token in steps:
-                # the logits it was sampled from: the context's last row
-                row = np.asarray(llama.scores[llama.n_tokens - 1], dtype=np.float64)
-                shifted = row - row.max()
-                logprobs.append(float(shifted[token] - np.log(np.exp(shifted).sum())))
-                ids.append(int(token))
-                if token == llama.token_eos() or len(ids) >= int(params.get("max_tokens", 48)):
-                    break
-        finally:
-            steps.close()
-        reply = {"token_ids": ids, "log_probs": logprobs, "stop_reason": "completed"}
-        self.sampled.append({"prompt_ids": body["prompt_ids"], **reply})
-        return JSONResponse(reply)
-
 
 SCRIPT = r"""
 import asyncio, json, sys
