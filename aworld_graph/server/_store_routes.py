@@ -10,7 +10,7 @@ are kept until deleted.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, Field
 from starlette.requests import Request
@@ -54,13 +54,23 @@ ItemNamespace = Annotated[Namespace, Field(min_length=1), AfterValidator(_item_r
 Key = Annotated[str, Field(strict=True, min_length=1, max_length=1024)]
 
 
+def _no_true(value: bool) -> bool:
+    if value:
+        raise ValueError("must be false (not searchable) or a list of paths to index")
+    return value
+
+
 class StorePut(_Body):
     """``PUT /store/items``."""
 
     namespace: ItemNamespace
     key: Key
     value: dict[str, Any]
-    index: Literal[False] | list[Annotated[str, Field(strict=True)]] | None = None
+    index: (
+        Annotated[bool, Field(strict=True), AfterValidator(_no_true)]
+        | list[Annotated[str, Field(strict=True)]]
+        | None
+    ) = None
 
 
 class StoreDelete(_Body):
