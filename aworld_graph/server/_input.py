@@ -31,6 +31,7 @@ __all__ = [
     "ThreadCreate",
     "ThreadPatch",
     "ThreadSearch",
+    "before_id",
     "check_depth",
     "check_id",
     "query_count",
@@ -132,12 +133,21 @@ class AssistantSearch(_Body):
     offset: Count = 0
 
 
+def before_id(value: Any) -> str | None:
+    """The checkpoint id of a history ``before``: an id, a checkpoint
+    (``{"checkpoint_id": ...}``, as the SDK types it) or a checkpoint config
+    (``{"configurable": {"checkpoint_id": ...}}``, as LangGraph's server takes it)."""
+    if isinstance(value, dict) and isinstance(value.get("configurable"), dict):
+        value = value["configurable"]
+    found = value.get("checkpoint_id") if isinstance(value, dict) else value
+    return found if isinstance(found, str) and _ID.fullmatch(found) else None
+
+
 def _before(value: Any) -> Any:
-    ident = value.get("checkpoint_id") if isinstance(value, dict) else value
-    if value is not None and not (isinstance(ident, str) and _ID.fullmatch(ident)):
+    if value is not None and before_id(value) is None:
         raise ValueError(
-            'must be a checkpoint id or {"checkpoint_id": ID} (the checkpoint of a history '
-            f"entry), with the id {ID_RULE}"
+            'must be a checkpoint id, {"checkpoint_id": ID} (the checkpoint of a history '
+            'entry) or {"configurable": {"checkpoint_id": ID}}, with the id ' + ID_RULE
         )
     return value
 

@@ -23,6 +23,7 @@ from ..runner import Runners
 from ..trajectory import run_status
 from ._assistants import Assistant, Assistants
 from ._chat import chat_values
+from ._input import before_id
 from ._runs import RunManager, stamp
 from ._thread_table import ThreadTable
 from ._wire import ApiError, checkpoint_ref, clean, snapshot_json, to_messages
@@ -288,15 +289,13 @@ class Threads:
         if is_record(latest) or (latest is None and self.runs.busy(thread_id)):
             return []
         compiled = await self._graph(thread_id)
-        before = body.get("before")
-        if isinstance(before, str):
-            before = {"checkpoint_id": before}
+        before = before_id(body.get("before"))
         checkpoint = body.get("checkpoint") or {}
         out = []
         async for snapshot in compiled.aget_state_history(
             _config(thread_id, checkpoint.get("checkpoint_id")),
             filter=dict(body.get("metadata") or {}) or None,
-            before=_config(thread_id, before["checkpoint_id"]) if before else None,
+            before=_config(thread_id, before) if before else None,
             limit=int(body.get("limit") or 10),
         ):
             if (snapshot.metadata or {}).get("source") != CREATED:

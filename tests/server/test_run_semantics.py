@@ -382,6 +382,10 @@ async def test_history_and_state_select_and_a_bad_before(sdk: Any) -> None:
         assert bad.status_code == 422 and bad.json()["message"].startswith("before: ")
     ok = await http.post(f"/threads/{thread}/history", json={"before": state["checkpoint"]})
     assert [h["metadata"]["step"] for h in ok.json()] == [2, 1, 0, -1]
+    # LangGraph's server takes a checkpoint config too
+    config = {"before": {"configurable": state["checkpoint"]}, "limit": 2}
+    ok = await http.post(f"/threads/{thread}/history", json=config)
+    assert [h["metadata"]["step"] for h in ok.json()] == [2, 1]
 
 
 def test_a_500_leaves_its_traceback_in_the_servers_log(
