@@ -352,45 +352,6 @@ async def test_interrupt_and_resume(sides: dict[str, Side]) -> None:
     assert ours == peer
 
 
-async def _interrupt_streamed(client: Any) -> dict[str, Any]:
-    marker = str(uuid.uuid4())
-    tid = (await client.threads.create(metadata={"test": marker}))["thread_id"]
-    asked = [
-        [part.event, part.data]
-        async for part in client.runs.stream(
-            tid, "review", input=user("the plan"), stream_mode=["updates", "values"]
-        )
-        if part.event != "metadata"
-    ]
-    waiting = {
-        "found": [
-            t["thread_id"]
-            for t in await client.threads.search(metadata={"test": marker}, status="interrupted")
-        ],
-        "counted": await client.threads.count(metadata={"test": marker}, status="interrupted"),
-    }
-    answered = [
-        [part.event, part.data]
-        async for part in client.runs.stream(
-            tid, "review", command={"resume": "no"}, stream_mode="updates"
-        )
-        if part.event != "metadata"
-    ]
-    return {
-        "asked": asked,
-        "waiting": waiting,
-        "answered": answered,
-        "idle": await client.threads.count(metadata={"test": marker}, status="idle"),
-    }
-
-
-async def test_interrupt_and_resume_streamed(sides: dict[str, Side]) -> None:
-    ours, peer = await both(sides, _interrupt_streamed)
-    assert peer["waiting"]["counted"] == 1 and peer["idle"] == 1
-    assert peer["answered"][-1][1]["review"]["verdict"] == "no"
-    assert ours == peer
-
-
 async def _interrupted_run(client: Any) -> dict[str, Any]:
     tid = (await client.threads.create())["thread_id"]
     made = await client.runs.create(tid, "review", input=user("the plan"))
