@@ -53,7 +53,7 @@ from starlette.types import Message
 
 from ._a2a_push import PushConfigs, checked_url, push
 from ._assistants import Assistant
-from ._input import check_id
+from ._input import MAX_DEPTH, check_depth, check_id
 from ._runs import Run
 from ._wire import ApiError, now
 
@@ -730,6 +730,13 @@ def _adapted(endpoint: Handler, path_version: str | None, limits: tuple[int, flo
             if path_version is None:
                 return JSONResponse(build_error_response(None, exc))
             return JSONResponse(build_rest_error_payload(exc), 413)
+        if _too_deep(body):  # the SDK's parser would fail on it with a RecursionError
+            deep = InvalidRequestError(
+                message=f"the request body nests deeper than {MAX_DEPTH} levels; flatten it"
+            )
+            if path_version is None:
+                return JSONResponse(build_error_response(None, deep))
+            return JSONResponse(build_rest_error_payload(deep), 400)
         version = request.headers.get(VERSION_HEADER) or request.query_params.get(VERSION_HEADER)
         if path_version is None:
             method, ident, params = _method(body)
@@ -768,6 +775,17 @@ async def _bounded(request: Request, most: int, seconds: float) -> bytes:
             message=f"the request body did not arrive within {seconds} s"
         ) from None
     return bytes(raw)
+
+
+def _too_deep(body: bytes) -> bool:
+    """Whether ``body`` is JSON nested deeper than :data:`~._input.MAX_DEPTH` levels."""
+    try:
+        check_depth({"body": json.loads(body)})
+    except (RecursionError, ApiError):
+        return True
+    except ValueError:  # not JSON: the SDK's dispatcher answers that
+        pass
+    return False
 
 
 _STATUS_RULE = f"status must be one of {', '.join(State.keys()[1:])}"
