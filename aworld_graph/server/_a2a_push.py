@@ -4,9 +4,9 @@ and PostgreSQL alike and on the saver's own connections), and the task's state s
 by ``a2a-sdk``'s :class:`~a2a.server.tasks.BasePushNotificationSender` when a run of the task
 ends or stops for input.
 
-A webhook is an ``http`` or ``https`` URL the API key's holder names; the server POSTs the
-task there (with the config's token in ``X-A2A-Notification-Token`` and its credentials, if
-any, as ``Authorization``). Credentials are kept to send them and never answered back: a
+A webhook is an ``http`` or ``https`` URL without ``user:password@`` that the API key's
+holder names; the server POSTs the task there (with the config's token in
+``X-A2A-Notification-Token`` and its credentials, if any, as ``Authorization``). Credentials are kept to send them and never answered back: a
 config read over the API has them blank.
 """
 
@@ -51,6 +51,11 @@ def checked_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidParamsError(
             message=f"the push notification url must be an http(s) URL; got {ascii(url[:80])}"
+        )
+    if parts.username is not None or parts.password is not None:  # kept, answered, logged
+        raise InvalidParamsError(
+            message="the push notification url may not carry credentials (user:password@); "
+            "send them as the config's authentication (kept to send, never answered back)"
         )
     return url
 
