@@ -5,6 +5,7 @@ and nothing secret is stored or answered back."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 from typing import Any
@@ -170,3 +171,40 @@ def test_without_the_key_no_path_is_told_apart(serve: Callable[..., LiveServer])
             assert path not in response.text
         assert client.get("/no/such/route", headers=HEADERS).status_code == 404
         assert client.get("/ok").status_code == 200
+
+
+def test_a2a_json_nested_too_deep_is_an_invalid_request(server: LiveServer) -> None:
+    deep = b"[" * 3000 + b"]" * 3000
+    headers = {"content-type": "application/json", "A2A-Version": "1.0"}
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        rpc = client.post("/a2a/counter", content=deep, headers=headers)
+        assert rpc.status_code == 200, rpc.text
+        assert rpc.json()["error"]["code"] == -32600, rpc.text
+        assert "deeper" in rpc.json()["error"]["message"]
+        rest = client.post("/a2a/counter/message:send", content=deep, headers=headers)
+        assert rest.status_code == 400, rest.text
+
+
+def test_a2a_push_url_with_credentials_is_refused(server: LiveServer, store: Any) -> None:
+    send = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "a b"}]},
+            "configuration": {
+                "taskPushNotificationConfig": {"url": "https://bob:hunter2pass@example.invalid/h"},
+                "returnImmediately": True,
+            },
+        },
+    }
+    headers = {"A2A-Version": "1.0"}
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        answer = client.post("/a2a/counter", json=send, headers=headers).json()
+        assert answer["error"]["code"] == -32602, answer
+        assert "credentials" in answer["error"]["message"]
+        assert "hunter2pass" not in json.dumps(answer)
+    with sqlite3.connect(store.path) as con:
+        for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+            for row in con.execute(f"SELECT * FROM {table}"):  # noqa: S608 - the store's own names
+                assert "hunter2pass" not in repr(row), table
