@@ -53,7 +53,8 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 def jsonable(value: Any, _depth: int = 0) -> Any:
     """``value`` as plain JSON types: containers recursively, LangGraph interrupts as
-    ``{"value", "id"}``, dataclasses and pydantic models as dicts, anything else as text."""
+    ``{"value", "id"}`` (and ``response_schema`` where they have one), dataclasses and
+    pydantic models as dicts, anything else as text."""
     kind = type(value)
     if kind in _SCALARS:
         return value
@@ -73,7 +74,10 @@ def jsonable(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         return [jsonable(v, _depth + 1) for v in value]
     if type(value).__name__ == "Interrupt" and hasattr(value, "value"):
-        return {"value": jsonable(value.value, _depth + 1), "id": str(getattr(value, "id", ""))}
+        found = {"value": jsonable(value.value, _depth + 1), "id": str(getattr(value, "id", ""))}
+        if hasattr(value, "response_schema"):  # LangGraph's newer interrupts: as its server
+            found["response_schema"] = jsonable(value.response_schema, _depth + 1)
+        return found
     if isinstance(value, (datetime, date)):
         return value.isoformat()
     if isinstance(value, enum.Enum):

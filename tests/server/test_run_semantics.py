@@ -287,6 +287,7 @@ async def test_a_run_that_stops_at_a_human_step_reads_as_langgraphs(sdk: Any) ->
     ]
     asked = [p.data for p in parts if p.event == "updates" and "__interrupt__" in p.data]
     assert asked[0]["__interrupt__"][0]["value"]["prompt"] == "Approve the plan?"
+    assert set(asked[0]["__interrupt__"][0]) == {"value", "id", "response_schema"}  # as LangGraph's
     assert "__interrupt__" in [p.data for p in parts if p.event == "values"][-1]
     got = await sdk.threads.get(thread)
     state = await sdk.threads.get_state(thread)
