@@ -8,8 +8,9 @@
 :func:`~aworld_graph.train.trl.rollout_func`); ``areal`` and ``slime`` train from their own
 launchers, so :meth:`AgentTrainer.adapter` hands them the workflow object
 (:class:`~aworld_graph.train.areal.AReaLWorkflow`) or the custom generate function
-(:func:`~aworld_graph.train.slime.slime_generate`); ``verl`` gets its agent loop class
-(:class:`~aworld_graph.train.verl.AWorldAgentLoop`). A trainer whose package is missing is
+(:func:`~aworld_graph.train.slime.slime_generate`); ``verl`` and ``swift`` get their agent loop
+or scheduler class (:class:`~aworld_graph.train.verl.AWorldAgentLoop`,
+:class:`~aworld_graph.train.swift.AWorldScheduler`). A trainer whose package is missing is
 one line naming the extra to install (:class:`TrainerNotInstalled`).
 """
 
@@ -72,8 +73,9 @@ class AgentTrainer:
 
     def adapter(self) -> Any:
         """What the trainer runs: a TRL ``rollout_func``, an AReaL workflow object, a slime
-        custom generate function, or verl's agent loop class (configured with the agent and
-        reward function; registered with verl as ``aworld_agent``)."""
+        custom generate function, verl's agent loop class (registered with verl as
+        ``aworld_agent``) or ms-swift's scheduler class (``multi_turns["aworld"]``), each
+        configured with the agent and reward function."""
         if self.trainer == "trl":
             from .trl import rollout_func
 
@@ -106,10 +108,10 @@ class AgentTrainer:
             from .verl import AWorldAgentLoop
 
             return AWorldAgentLoop.configure(agent=self.agent, reward_func=self.reward_func)
-        raise ConfigError(
-            f"no {self.trainer} adapter in this version: ms-swift could not be installed "
-            "beside this project's transformers and trl (docs/training.md, Adapters)"
-        )
+        self._need()
+        from .swift import AWorldScheduler
+
+        return AWorldScheduler.configure(agent=self.agent, reward_func=self.reward_func)
 
     def train(self) -> Any:
         """Train in this process (TRL); other trainers start from their own launchers."""

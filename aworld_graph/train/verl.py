@@ -35,14 +35,14 @@ import dataclasses
 import importlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import ModelError
 from ..model import ModelProfile, ModelResponse, ToolCall, Usage
 from .episodes import run_episode
-from .extras import TRAINERS, TrainerNotInstalled
+from .extras import TRAINERS, AgentConfigured, TrainerNotInstalled
 from .sequences import flatten
 
 __all__ = ["AWorldAgentLoop", "VerlServerModel", "register_agent_loop"]
@@ -174,13 +174,8 @@ def _loop_base() -> type:
         return object
 
 
-class AWorldAgentLoop(_loop_base()):  # type: ignore[misc]
+class AWorldAgentLoop(AgentConfigured, _loop_base()):  # type: ignore[misc]
     """verl's agent loop for an aworld-graph agent (see the module docstring)."""
-
-    configured_agent: ClassVar[Agent | None] = None
-    """The agent run on each prompt (:meth:`configure`; ``agent=`` in verl's config wins)."""
-    configured_reward: ClassVar[Callable[..., Any] | None] = None
-    """``fn(answer, ground_truth) -> score``; ``None``: the reward is left to verl."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         verl = _verl()
@@ -199,15 +194,6 @@ class AWorldAgentLoop(_loop_base()):  # type: ignore[misc]
                 "AWorldAgentLoop has no agent: call AWorldAgentLoop.configure(agent=...) or set "
                 "agent: 'module:attribute' in verl's agent loop config"
             )
-
-    @classmethod
-    def configure(
-        cls, *, agent: Agent, reward_func: Callable[..., Any] | None = None
-    ) -> type[AWorldAgentLoop]:
-        """Set the agent (and reward function) every instance in this process runs."""
-        cls.configured_agent = agent
-        cls.configured_reward = reward_func
-        return cls
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
         verl = _verl()

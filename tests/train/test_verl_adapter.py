@@ -11,20 +11,15 @@ ids to a loopback token server here (tests/train/token_server.py), which samples
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from typing import Any
 
 import pytest
 
 from aworld_graph import Agent
-from aworld_graph.local import model_path
 from aworld_graph.rewards import numeric
 from aworld_graph.train import AgentTrainer, TrainerNotInstalled
-from tests.server.conftest import LiveServer
-from tests.train.token_server import TokenServer
-from tests.train.trainer_venv import ROOT, Unavailable, trainer_python
+from tests.train.token_server import run_in_venv
 
 SCRIPT = r"""
 import asyncio, json, sys
@@ -104,7 +99,7 @@ async def main():
     failed = await build().run(sampling, **row)
     as_dict = out.as_dict()
     print(json.dumps({
-        "is_base": type(loop).__mro__[1].__name__,
+        "is_base": [c.__name__ for c in type(loop).__mro__],
         "registry": _agent_loop_registry["aworld_agent"],
         "out": out.model_dump(mode="json"),
         "prompt_text": tokenizer.decode(out.prompt_ids),
@@ -119,40 +114,30 @@ asyncio.run(main())
 """
 
 
-def test_verl_adapter_without_verl_names_the_extra() -> None:
-    """Here (no verl) the module imports, and using it is one line naming the extra."""
+@pytest.mark.parametrize("trainer", ["verl", "swift"])
+def test_adapter_without_its_trainer_names_the_extra(trainer: str) -> None:
+    """Here (neither verl nor ms-swift) the modules import, and using one is one line naming
+    the extra (tests/train/test_swift_adapter.py runs ms-swift's)."""
+    from aworld_graph.train.swift import AWorldScheduler
     from aworld_graph.train.verl import AWorldAgentLoop
 
-    with pytest.raises(TrainerNotInstalled, match=r"train-verl"):
-        AWorldAgentLoop()
-    trainer = AgentTrainer(Agent(name="a"), trainer="verl", reward_func=numeric, train_dataset=[])
-    with pytest.raises(TrainerNotInstalled, match=r"train-verl"):
-        trainer.adapter()
+    adapter = {"verl": AWorldAgentLoop, "swift": AWorldScheduler}[trainer]
+    with pytest.raises(TrainerNotInstalled, match=rf"train-{trainer}"):
+        adapter()
+    agent = Agent(name="a")
+    assert adapter.configure(agent=agent).configured_agent is agent
+    config = AgentTrainer(agent, trainer=trainer, reward_func=numeric, train_dataset=[])
+    with pytest.raises(TrainerNotInstalled, match=rf"train-{trainer}"):
+        config.adapter()
 
 
 @pytest.mark.slow
 @pytest.mark.local_model
 @pytest.mark.timeout(3600)
 def test_verl_agent_loop_with_verls_classes(tmp_path: Any) -> None:
-    try:
-        python = trainer_python("verl")
-    except Unavailable as exc:
-        pytest.skip(str(exc))
-    server = TokenServer()
-    path = model_path()
-    with LiveServer(server.app) as live:
-        done = subprocess.run(
-            [str(python), "-c", SCRIPT, live.url, str(path.parent), path.name],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "RAY_USAGE_STATS_ENABLED": "0"},
-        )
-    assert done.returncode == 0, done.stderr[-4000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result, server = run_in_venv("verl", SCRIPT, tmp_path)
     out = result["out"]
-    assert result["is_base"] == "AgentLoopBase"
+    assert "AgentLoopBase" in result["is_base"]
     assert result["registry"] == {"_target_": "aworld_graph.train.verl.AWorldAgentLoop"}
     # the ids are the ones the server sampled for the answering call, not re-tokenized text
     last = server.sampled[-2]  # the failed run's call came after

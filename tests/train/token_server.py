@@ -4,15 +4,21 @@ their logprobs out, as verl's rollout servers answer, with the embedded model's 
 
 from __future__ import annotations
 
+import json
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from aworld_graph.local import model_path
+from tests.server.conftest import LiveServer
+from tests.train.trainer_venv import ROOT, Unavailable, trainer_python
 
 
 class TokenServer:
@@ -54,3 +60,27 @@ class TokenServer:
         reply = {"token_ids": ids, "log_probs": logprobs, "stop_reason": "completed"}
         self.sampled.append({"prompt_ids": body["prompt_ids"], **reply})
         return JSONResponse(reply)
+
+
+def run_in_venv(trainer: str, script: str, home: Path) -> tuple[dict[str, Any], TokenServer]:
+    """Run ``script`` in ``trainer``'s venv (tests/train/trainer_venv.py) with a token server
+    up: its arguments are the server's URL and the GGUF's folder and file name; it prints its
+    result as JSON on its last line. Returns that result and the server (what it sampled).
+    Skips the test, saying why, when the venv cannot be built (PyPI out of reach)."""
+    try:
+        python = trainer_python(trainer)
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    server = TokenServer()
+    path = model_path()
+    with LiveServer(server.app) as live:
+        done = subprocess.run(
+            [str(python), "-c", script, live.url, str(path.parent), path.name],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0"},
+        )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), server
