@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import pytest
 from langgraph.pregel.remote import RemoteGraph
+from langgraph.types import Command
 from langgraph_sdk import get_client
 
 from tests.server.langgraph_dev import (
@@ -164,6 +165,20 @@ def said(values: dict[str, Any]) -> list[list[str]]:
 
 def user(text: str, delay: float = 0) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}], "delay": delay}
+
+
+def without_response_schema(value: Any) -> Any:
+    """``value`` without the ``"response_schema": null`` of interrupt items (compared on its own
+    in ``test_interrupt_items_carry_response_schema``)."""
+    if isinstance(value, dict):
+        return {
+            k: without_response_schema(v)
+            for k, v in value.items()
+            if not (k == "response_schema" and v is None)
+        }
+    if isinstance(value, list):
+        return [without_response_schema(v) for v in value]
+    return value
 
 
 async def status_of(call: Awaitable[Any]) -> int:
@@ -346,9 +361,57 @@ async def test_interrupt_and_resume(sides: dict[str, Side]) -> None:
     ours, peer = await both(sides, _interrupt)
     assert peer["thread"]["status"] == "interrupted"
     assert peer["answered"]["verdict"] == "yes"
-    for side in (ours, peer):  # LangGraph 1.x adds a null response_schema to __interrupt__
-        for item in side["asked"]["__interrupt__"]:
-            item.pop("response_schema", None)
+    assert without_response_schema(ours) == without_response_schema(peer)
+
+
+async def _interrupt_streamed(client: Any) -> dict[str, Any]:
+    marker = str(uuid.uuid4())
+    tid = (await client.threads.create(metadata={"test": marker}))["thread_id"]
+    asked = [
+        [part.event, part.data]
+        async for part in client.runs.stream(
+            tid, "review", input=user("the plan"), stream_mode=["updates", "values"]
+        )
+        if part.event != "metadata"
+    ]
+    waiting = {
+        "found": [
+            t["thread_id"]
+            for t in await client.threads.search(metadata={"test": marker}, status="interrupted")
+        ],
+        "counted": await client.threads.count(metadata={"test": marker}, status="interrupted"),
+    }
+    answered = [
+        [part.event, part.data]
+        async for part in client.runs.stream(
+            tid, "review", command={"resume": "no"}, stream_mode="updates"
+        )
+        if part.event != "metadata"
+    ]
+    return {
+        "asked": asked,
+        "waiting": waiting,
+        "answered": answered,
+        "idle": await client.threads.count(metadata={"test": marker}, status="idle"),
+    }
+
+
+async def test_interrupt_and_resume_streamed(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _interrupt_streamed)
+    assert peer["waiting"]["counted"] == 1 and peer["idle"] == 1
+    assert peer["answered"][-1][1]["review"]["verdict"] == "no"
+    assert without_response_schema(ours) == without_response_schema(peer)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a run's __interrupt__ items (runs.wait's answer, the updates and values stream "
+    'events): LangGraph\'s server sends each with "response_schema": null (a field of '
+    "langgraph 1.2's Interrupt), ours with id and value only",
+)
+async def test_interrupt_items_carry_response_schema(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _interrupt_streamed)
+    assert peer["asked"][-1][1]["__interrupt__"][0]["response_schema"] is None
     assert ours == peer
 
 
@@ -696,6 +759,10 @@ async def test_remote_graph_invoke_stream_and_state(sides: dict[str, Side]) -> N
             done = await graph.ainvoke(user("remote"), config)
             chunks = [c async for c in graph.astream(user("again"), config, stream_mode="updates")]
             now = await graph.aget_state(config)
+            review = RemoteGraph("review", client=client)
+            asked_in = {"configurable": {"thread_id": (await client.threads.create())["thread_id"]}}
+            asked = [c async for c in review.astream(user("plan"), asked_in, stream_mode="updates")]
+            resumed = await review.ainvoke(Command(resume="fine"), asked_in)
         finally:
             await client.aclose()
         return {
@@ -703,9 +770,15 @@ async def test_remote_graph_invoke_stream_and_state(sides: dict[str, Side]) -> N
             "chunks": chunks,
             "next": list(now.next),
             "values": now.values,
+            "asked": without_response_schema(asked),
+            "resumed": [resumed["verdict"], said(resumed)],
         }
 
     said_by = {}
     for name in ("peer", "ours"):
         said_by[name] = normalise(await scenario(sides[name].url), sides[name].aliases)
+    assert said_by["peer"]["resumed"] == [
+        "fine",
+        [["human", "plan"], ["ai", "verdict: fine"]],
+    ]
     assert said_by["ours"] == said_by["peer"]
