@@ -4,7 +4,8 @@
   logprobs, rewards) from the ``tokens`` of its LLM calls (``AgentConfig(record_tokens=True)``);
 * :mod:`.episodes` – a dataset row as one scored episode (bad rows counted, never fatal);
 * adapters: :mod:`.trl` (``GRPOTrainer(rollout_func=...)``), :mod:`.areal` (a workflow with
-  ``async run(data, **kwargs)``), :mod:`.slime` (a custom generate function), and
+  ``async run(data, **kwargs)``), :mod:`.slime` (a custom generate function), :mod:`.verl`
+  (an ``AgentLoopBase`` subclass), :mod:`.swift` (a ``MultiTurnScheduler``), and
   :class:`AgentTrainer`, which picks one.
 
 Nothing here imports a trainer until an adapter is used (each is an extra: ``train-trl``…).
