@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 from langchain_core.runnables import RunnableConfig
@@ -36,6 +37,7 @@ from langgraph.func import task
 from ..agent.runtime import TOOL_CALL_TASK
 from ..errors import DefinitionError, ToolError
 from ..records import TraceRecord
+from ..secrets import register_secret
 from ..state import SwarmState
 from .nodes import Node
 
@@ -87,8 +89,15 @@ class RemoteAgent(Node):
         self.fn = self.node
         super().__post_init__()
         problems = []
-        if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
+        parts = urlsplit(self.url) if isinstance(self.url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             problems.append(f"url must be an http:// or https:// URL, got {self.url!r}")
+        elif parts.username is not None or parts.password is not None:
+            # the url is in the card, the trajectory and every error message
+            problems.append(
+                "url may not carry credentials (user:password@); name the environment "
+                "variable holding the remote's API key with api_key_env="
+            )
         if self.protocol is None:
             self.protocol = "langgraph" if self.assistant_id else "a2a"
         if self.protocol not in ("a2a", "langgraph"):
@@ -155,8 +164,11 @@ class RemoteAgent(Node):
         return ToolError(f"remote agent {self.name!r} ({self.url}): {why}")
 
     def api_key(self) -> str | None:
-        """The remote's API key, read from ``api_key_env`` now."""
-        return (os.environ.get(self.api_key_env) or None) if self.api_key_env else None
+        """The remote's API key, read from ``api_key_env`` now (and registered as a secret:
+        a remote that echoes it into an error leaves it out of the trajectory and logs)."""
+        key = (os.environ.get(self.api_key_env) or None) if self.api_key_env else None
+        register_secret(key)
+        return key
 
     def headers(self) -> dict[str, str]:
         """The headers that carry the API key."""

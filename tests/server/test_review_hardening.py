@@ -208,3 +208,20 @@ def test_a2a_push_url_with_credentials_is_refused(server: LiveServer, store: Any
         for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
             for row in con.execute(f"SELECT * FROM {table}"):  # noqa: S608 - the store's own names
                 assert "hunter2pass" not in repr(row), table
+
+
+def test_a_remote_agent_url_carries_no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aworld_graph import RemoteAgent
+    from aworld_graph.errors import DefinitionError
+    from aworld_graph.secrets import scrub_text
+
+    with pytest.raises(DefinitionError, match="credentials") as raised:
+        RemoteAgent(name="far", url="http://bob:hunter2pass@127.0.0.1:9/")
+    assert "hunter2pass" not in str(raised.value)
+    for url in ("http://", "ftp://127.0.0.1/"):
+        with pytest.raises(DefinitionError, match="url must be"):
+            RemoteAgent(name="far", url=url)
+    monkeypatch.setenv("REVIEW_REMOTE_KEY", "remote-key-5u9x2q7w3e")
+    agent = RemoteAgent(name="far", url="http://127.0.0.1:9", api_key_env="REVIEW_REMOTE_KEY")
+    assert agent.api_key() == "remote-key-5u9x2q7w3e"
+    assert "remote-key-5u9x2q7w3e" not in scrub_text("the remote said: remote-key-5u9x2q7w3e")
