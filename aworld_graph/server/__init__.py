@@ -40,7 +40,8 @@ __all__ += ["CONFIG_FILE", "Project", "load_graph", "read_project", "source_of"]
 __all__ += ["KEEP_FINISHED", "serve_mcp_stdio"]
 
 API_KEY_ENV = "AWORLD_GRAPH_API_KEY"
-"""With this set, every route but ``/ok`` and ``/health`` needs the key."""
+"""With this set, every route but ``/ok``, ``/health`` and the A2A agent cards needs the
+key."""
 
 
 def is_loopback(host: str) -> bool:
