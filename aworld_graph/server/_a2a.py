@@ -707,11 +707,11 @@ def _unknown_status(value: Any) -> bool:
     return not isinstance(value, str) or value not in State.keys()
 
 
-def _adapted(endpoint: Handler, path_version: str | None, limits: tuple[int, float]) -> Handler:
+def _adapted(endpoint: Handler, path_version: str | None, app: App) -> Handler:
     """``endpoint`` with the server's body limits and two readings the SDK's dispatchers lack.
 
-    A body is at most ``limits[0]`` bytes and arrives within ``limits[1]`` seconds, as on
-    every other route (the SDK's dispatchers read whatever comes).
+    A body is read by ``app`` within its size and time limits, as on every other route (the
+    SDK's dispatchers read whatever comes).
 
     A request without the ``A2A-Version`` header is read as the version its
     ``?A2A-Version=`` parameter names (the spec allows either), else as the version its
@@ -725,7 +725,7 @@ def _adapted(endpoint: Handler, path_version: str | None, limits: tuple[int, flo
 
     async def adapted(request: Request) -> Response:
         try:
-            body = await _bounded(request, *limits)
+            body = await _bounded(request, app)
         except A2AError as exc:
             if path_version is None:
                 return JSONResponse(build_error_response(None, exc))
@@ -757,24 +757,13 @@ def _adapted(endpoint: Handler, path_version: str | None, limits: tuple[int, flo
     return adapted
 
 
-async def _bounded(request: Request, most: int, seconds: float) -> bytes:
-    """The request's body: at most ``most`` bytes, arriving within ``seconds``; else an
-    invalid-request error that says which."""
-    declared = request.headers.get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > most:
-        raise InvalidRequestError(message=f"the request body is over {most} bytes")
-    raw = bytearray()
+async def _bounded(request: Request, app: App) -> bytes:
+    """The request's body, read by ``app`` within its limits; else an invalid-request error
+    that says which."""
     try:
-        async with asyncio.timeout(seconds):
-            async for chunk in request.stream():
-                raw += chunk
-                if len(raw) > most:
-                    raise InvalidRequestError(message=f"the request body is over {most} bytes")
-    except TimeoutError:
-        raise InvalidRequestError(
-            message=f"the request body did not arrive within {seconds} s"
-        ) from None
-    return bytes(raw)
+        return await app.raw_body(request)
+    except ApiError as exc:
+        raise InvalidRequestError(message=exc.message) from None
 
 
 def _too_deep(body: bytes) -> bool:
@@ -824,8 +813,6 @@ class A2ARoutes:
             (CARD_PATH, self.card, ["GET"]),
             (f"/a2a/{{assistant_id:str}}{CARD_PATH}", self.card, ["GET"]),
         ]
-        # the server's own body limits (ServerApp's; the App protocol does not name them)
-        limits = (getattr(self.app, "max_body", 1 << 20), getattr(self.app, "body_timeout", 30.0))
         for assistant in self.app.assistants:
             agent = A2AAgent(self.tasks, assistant)
             prefix = f"/a2a/{assistant.assistant_id}"
@@ -837,7 +824,7 @@ class A2ARoutes:
                 if isinstance(route, Route):  # not the SDK's per-tenant mount: no tenants here
                     legacy = route.path.startswith(f"{prefix}/v1/")  # 0.3's REST paths
                     kind = None if route.path == prefix else "0.3" if legacy else "1.0"
-                    endpoint = _adapted(route.endpoint, kind, limits)
+                    endpoint = _adapted(route.endpoint, kind, self.app)
                     rows.append((route.path, endpoint, sorted(route.methods or ())))
         return rows
 
