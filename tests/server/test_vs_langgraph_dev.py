@@ -342,6 +342,38 @@ async def test_runs_stream_values_updates_messages_tuple(sides: dict[str, Side])
     assert ours == peer
 
 
+def _events(mode: str) -> Scenario:
+    async def scenario(client: Any) -> list[Any]:
+        tid = (await client.threads.create())["thread_id"]
+        return [
+            part.event
+            async for part in client.runs.stream(tid, "chat", input=user("hi"), stream_mode=mode)
+        ]
+
+    return scenario
+
+
+def _not_served(mode: str) -> Any:
+    return pytest.param(
+        mode,
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason=f"stream mode '{mode}': LangGraph's server streams it, ours answers 422 "
+            "'not served'",
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "mode",
+    ["messages", "checkpoints", _not_served("tasks"), _not_served("debug"), _not_served("events")],
+)
+async def test_the_order_of_events_in_other_stream_modes(sides: dict[str, Side], mode: str) -> None:
+    ours, peer = await both(sides, _events(mode))
+    assert peer[0] == "metadata" and len(peer) > 2
+    assert ours == peer
+
+
 async def _interrupt(client: Any) -> dict[str, Any]:
     tid = (await client.threads.create())["thread_id"]
     asked = await client.runs.wait(tid, "review", input=user("the plan"))
@@ -654,6 +686,71 @@ async def test_multitask_rollback(sides: dict[str, Side]) -> None:
     assert ours == peer
 
 
+async def _errors(client: Any) -> dict[str, Any]:
+    tid = (await client.threads.create())["thread_id"]
+    missing = str(uuid.uuid4())
+    return {
+        "thread exists": await status_of(client.threads.create(thread_id=tid, if_exists="raise")),
+        "thread do_nothing": await status_of(
+            client.threads.create(thread_id=tid, if_exists="do_nothing")
+        ),
+        "unknown thread": await status_of(client.threads.get(missing)),
+        "run on an unknown thread": await status_of(
+            client.runs.wait(missing, "chat", input=user("x"))
+        ),
+        "unknown assistant": await status_of(client.assistants.get(missing)),
+        "run of an unknown assistant": await status_of(client.runs.wait(tid, missing)),
+        "unknown run": await status_of(client.runs.get(tid, missing)),
+        "unknown store item": await status_of(client.store.get_item(["none"], "x")),
+    }
+
+
+async def test_error_statuses(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _errors)
+    assert peer["unknown thread"] == 404 and peer["thread exists"] == 409
+    assert ours == peer
+
+
+async def _if_not_exists(client: Any) -> dict[str, Any]:
+    tid = str(uuid.uuid4())
+    done = await client.runs.wait(
+        tid, "chat", input=user("made on the way"), if_not_exists="create"
+    )
+    return {"said": said(done), "thread": thread(await client.threads.get(tid))}
+
+
+async def test_a_run_may_create_its_thread(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _if_not_exists)
+    assert peer["said"][-1] == ["ai", "you said: made on the way"]
+    assert ours == peer
+
+
+async def system_assistant(client: Any, graph_id: str) -> str:
+    """The id of the assistant the server made for ``graph_id`` (LangGraph's server takes only
+    that uuid where an assistant is read, not the graph id)."""
+    (found,) = await client.assistants.search(graph_id=graph_id, metadata={"created_by": "system"})
+    return str(found["assistant_id"])
+
+
+async def _graph_views(client: Any) -> dict[str, Any]:
+    aid = await system_assistant(client, "chat")
+    schemas = await client.assistants.get_schemas(aid)
+    drawn = await client.assistants.get_graph(aid)
+    return {
+        "schemas": sorted(k for k, v in schemas.items() if v is not None),
+        "state": sorted(schemas["state_schema"]["properties"]),
+        "nodes": sorted(n["id"] for n in drawn["nodes"]),
+        "edges": sorted((e["source"], e["target"]) for e in drawn["edges"]),
+        "subgraphs": await client.assistants.get_subgraphs(aid),
+    }
+
+
+async def test_assistant_schemas_graph_and_subgraphs(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _graph_views)
+    assert peer["nodes"] == ["__end__", "__start__", "reply"]
+    assert ours == peer
+
+
 # -- assistants, store, crons -------------------------------------------------------------------
 
 
@@ -720,12 +817,11 @@ async def test_store_put_get_search_namespaces(sides: dict[str, Side]) -> None:
 
 async def _crons(client: Any) -> dict[str, Any]:
     marker = str(uuid.uuid4())
-    (system,) = await client.assistants.search(graph_id="chat", metadata={"created_by": "system"})
     made = await client.crons.create(
         "chat", schedule="0 0 1 1 *", input=user("yearly"), metadata={"test": marker}
     )
     cron_id = made["cron_id"]
-    aid = system["assistant_id"]  # LangGraph's server wants the uuid here, not the graph id
+    aid = await system_assistant(client, "chat")
     found = await client.crons.search(assistant_id=aid, metadata={"test": marker})
     await client.crons.delete(cron_id)
     left = await client.crons.search(assistant_id=aid, metadata={"test": marker})
