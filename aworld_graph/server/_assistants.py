@@ -95,13 +95,26 @@ def contains(whole: Any, part: Any) -> bool:
     return bool(whole == part)
 
 
+def _object(field: str, value: Any) -> None:
+    if value is not None and not isinstance(value, Mapping):
+        raise ApiError(
+            422,
+            "invalid_field",
+            f"{field} must be a JSON object (or null); got {type(value).__name__}",
+        )
+
+
 def mirrored(
     config: Mapping[str, Any] | None, context: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``config`` and ``context`` kept in step as LangGraph's server keeps them: the
     ``configurable`` values are the context, or the context fills ``configurable``. Both at
-    once is a 400, as there."""
+    once is a 400, as there; a ``config``, ``config.configurable`` or ``context`` that is
+    not an object is a 422 naming it."""
+    _object("config", config)
+    _object("context", context)
     config = {k: v for k, v in dict(config or {}).items()}
+    _object("config.configurable", config.get("configurable"))
     context = dict(context or {})
     configurable = dict(config.get("configurable") or {})
     if configurable and context:

@@ -225,3 +225,15 @@ def test_a_remote_agent_url_carries_no_credentials(monkeypatch: pytest.MonkeyPat
     agent = RemoteAgent(name="far", url="http://127.0.0.1:9", api_key_env="REVIEW_REMOTE_KEY")
     assert agent.api_key() == "remote-key-5u9x2q7w3e"
     assert "remote-key-5u9x2q7w3e" not in scrub_text("the remote said: remote-key-5u9x2q7w3e")
+
+
+def test_a_run_context_or_configurable_that_is_not_an_object_is_a_422(server: LiveServer) -> None:
+    run = {"assistant_id": "counter", "input": {"input": "a b"}}
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        for field, value in [
+            ("context", "x"),
+            ("context", [1]),
+            ("context", -1),
+            ("config", {"configurable": 5}),
+        ]:
+            _refused(client.post("/runs/wait", json={**run, field: value}), field)
