@@ -30,6 +30,7 @@ from langgraph.pregel import Pregel
 from ..agent import Agent
 from ..errors import ConfigError, DefinitionError
 from ..run import GraphSource, LangGraphApp, as_source
+from ..secrets import register_secret
 from ..swarm import Swarm
 
 __all__ = [
@@ -155,7 +156,11 @@ class Project:
 
     def apply(self) -> None:
         """Set the environment and put the dependency folders (and the file's own folder) on
-        ``sys.path``, as ``langgraph dev`` does before it imports the graphs."""
+        ``sys.path``, as ``langgraph dev`` does before it imports the graphs. A value under a
+        secret-looking name, or token-shaped, is registered as a secret: scrubbed wherever it
+        would show."""
+        for key, value in self.env.items():
+            register_secret(value, key)
         os.environ.update(self.env)
         for folder in [self.base, *self.dependencies]:
             if str(folder) not in sys.path:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -237,3 +239,19 @@ def test_a_run_context_or_configurable_that_is_not_an_object_is_a_422(server: Li
             ("config", {"configurable": 5}),
         ]:
             _refused(client.post("/runs/wait", json={**run, field: value}), field)
+
+
+def test_a_projects_secret_env_values_are_scrubbed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aworld_graph.secrets import scrub_text
+    from aworld_graph.server import read_project
+
+    value = "proj-k3y-value-9q8w7e6r"
+    (tmp_path / "langgraph.json").write_text(
+        json.dumps({"graphs": {"g": "./g.py:graph"}, "env": {"REVIEW_SERVICE_API_KEY": value}})
+    )
+    monkeypatch.setattr(sys, "path", list(sys.path))  # apply() adds the project's folder
+    monkeypatch.delenv("REVIEW_SERVICE_API_KEY", raising=False)  # restored after the test
+    read_project(tmp_path).apply()
+    assert value not in scrub_text(f"the service said: bad key {value}")
