@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..secrets import register_secret
 from ._a2a import A2ARoutes, is_card
 from ._app import Handler, Rows
 from ._assistant_routes import AssistantRoutes
@@ -84,6 +85,7 @@ class ServerApp:
         self.assistants = assistants
         self.saver = saver
         self.api_key = api_key or None
+        register_secret(self.api_key)  # scrubbed from every log line and answer, as any key
         self.max_body = max_body
         self.body_timeout = body_timeout
         assistants.keep_in(saver)  # created assistants live in the store

@@ -255,3 +255,10 @@ def test_a_projects_secret_env_values_are_scrubbed(
     monkeypatch.delenv("REVIEW_SERVICE_API_KEY", raising=False)  # restored after the test
     read_project(tmp_path).apply()
     assert value not in scrub_text(f"the service said: bad key {value}")
+
+
+def test_the_servers_own_key_is_scrubbed(serve: Callable[..., LiveServer]) -> None:
+    from aworld_graph.secrets import scrub_text
+
+    serve(api_key="own-server-key-4t6y8u0i")
+    assert "own-server-key-4t6y8u0i" not in scrub_text("x-api-key: own-server-key-4t6y8u0i")
