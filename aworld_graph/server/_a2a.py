@@ -830,9 +830,16 @@ class A2ARoutes:
 
     async def card(self, request: Request) -> Response:
         name = request.path_params.get("assistant_id") or request.query_params.get("assistant_id")
-        served: list[Assistant] = list(self.app.assistants)
+        served = {a.assistant_id: a for a in self.app.assistants}
         if not name and not served:
             raise ApiError(404, "assistant_not_found", "this server serves no workflow")
-        assistant = self.app.assistants.get(name) if name else served[0]
+        assistant = served.get(name) if name else next(iter(served.values()))
+        if assistant is None:  # the card is public: name no other assistant, served or made
+            raise ApiError(
+                404,
+                "agent_not_found",
+                f"no agent card for {ascii(str(name)[:60])}; each served workflow's card is at "
+                f"/a2a/ASSISTANT_ID{CARD_PATH}",
+            )
         card = agent_card(assistant, str(request.base_url), self.api_key)
         return JSONResponse(agent_card_to_dict(card))

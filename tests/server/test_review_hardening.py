@@ -262,3 +262,24 @@ def test_the_servers_own_key_is_scrubbed(serve: Callable[..., LiveServer]) -> No
 
     serve(api_key="own-server-key-4t6y8u0i")
     assert "own-server-key-4t6y8u0i" not in scrub_text("x-api-key: own-server-key-4t6y8u0i")
+
+
+def test_a_public_card_names_nothing_else(serve: Callable[..., LiveServer]) -> None:
+    server = serve(api_key=KEY)
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        made = client.post(
+            "/assistants",
+            json={"graph_id": "counter", "name": "private-name", "description": "private-about"},
+            headers=HEADERS,
+        ).json()["assistant_id"]
+        for path in (
+            "/a2a/nope/.well-known/agent-card.json",
+            "/.well-known/agent-card.json?assistant_id=nope",
+            f"/a2a/{made}/.well-known/agent-card.json",
+            f"/.well-known/agent-card.json?assistant_id={made}",
+        ):
+            answer = client.get(path)
+            assert answer.status_code == 404, (path, answer.text)
+            for word in ("approval", "gated", "private-name", "private-about"):
+                assert word not in answer.text, (path, answer.text)
+        assert client.get("/a2a/counter/.well-known/agent-card.json").status_code == 200
