@@ -672,8 +672,11 @@ class RunManager:
             )
         if run.values is None or response.status not in ("finished", "interrupted"):
             run.values = chat_values(clean(response.state or {}), run.assistant.is_app)
-        if response.interrupts:
-            interrupts = clean(response.interrupts)
+        if response.interrupts:  # as the thread's state has them (LangGraph's Interrupt items)
+            compiled = built(run.assistant.source).compile(self.saver)
+            config: RunnableConfig = {"configurable": {"thread_id": run.thread_id}}
+            asked = list((await compiled.aget_state(config)).interrupts)
+            interrupts = clean(asked or response.interrupts)
             run.feed.append("values", {**(run.values or {}), "__interrupt__": interrupts})
         run.status = _STATUS.get(response.status, "error")
         if run.status == "error":

@@ -435,12 +435,6 @@ async def test_interrupt_and_resume_streamed(sides: dict[str, Side]) -> None:
     assert without_response_schema(ours) == without_response_schema(peer)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run's __interrupt__ items (runs.wait's answer, the updates and values stream "
-    'events): LangGraph\'s server sends each with "response_schema": null (a field of '
-    "langgraph 1.2's Interrupt), ours with id and value only",
-)
 async def test_interrupt_items_carry_response_schema(sides: dict[str, Side]) -> None:
     ours, peer = await both(sides, _interrupt_streamed)
     assert peer["asked"][-1][1]["__interrupt__"][0]["response_schema"] is None
