@@ -1,7 +1,7 @@
 """The loop on one machine: rollouts → GRPO with TRL → GGUF → served → held-out reward.
 
-    python bench/bench_training.py            # 20 held-out tasks, 3 GRPO steps (~25 min, 2 cores)
-    python bench/bench_training.py --quick    # 3 held-out tasks, 1 step of 2 episodes
+    python bench/bench_training.py            # 20 held-out tasks, 3 GRPO steps (~40 min, 2 busy cores)
+    python bench/bench_training.py --quick    # 3 held-out tasks, 1 step of 2 episodes (~3 min)
 
 1. The embedded llama.cpp server serves the packaged SmolLM2-135M GGUF; ``workflows/math.yaml``
    (solver with the calculator, then the answer checker) runs the held-out tasks of the
