@@ -81,10 +81,10 @@ def _task(
     return Task(**kwargs)
 
 
-
 def _store(checkpointer: BaseCheckpointSaver[Any] | None) -> BaseCheckpointSaver[Any]:
     """``checkpointer``, or the default store's process-wide saver when it is ``None``."""
     return checkpointer if checkpointer is not None else open_store(shared=True)
+
 
 class Runners:
     """Run agents and swarms (AWorld's ``Runners``)."""

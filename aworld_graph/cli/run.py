@@ -151,7 +151,9 @@ def _batch_tasks(path: str, source: Any, conf: Any, target: str) -> list[Any]:
         try:
             item = json.loads(line)
         except ValueError as exc:
-            raise DefinitionError(f"{path}:{number}: not JSON ({exc}); write one object per line") from None
+            raise DefinitionError(
+                f"{path}:{number}: not JSON ({exc}); write one object per line"
+            ) from None
         if isinstance(item, str):
             item = {"input": item}
         if not isinstance(item, dict) or not isinstance(item.get("input"), str):
@@ -199,7 +201,9 @@ def _run_batch(
     retried = {r.id: r.retried for r in responses.values() if r.retried}
     failed = [r.id for r in responses.values() if r.status == "error"]
     if not as_json:
-        click.echo(f"{len(responses)} tasks: {len(responses) - len(failed)} ok, {len(failed)} failed")
+        click.echo(
+            f"{len(responses)} tasks: {len(responses) - len(failed)} ok, {len(failed)} failed"
+        )
         for task_id, notes in retried.items():
             click.echo(f"retried {task_id}: " + "; ".join(notes))
         click.echo(f"stored: {where}")
@@ -270,7 +274,10 @@ def _recorded_source(saver: Any, thread: str, target: str | None, where: str) ->
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the whole response as JSON.")
 @click.option(
-    "--concurrency", type=click.IntRange(min=1), default=8, show_default=True,
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
     help="Runs of a --batch in flight at once (per worker with --engine ray).",
 )
 @engine_options
@@ -302,7 +309,9 @@ def run(
     conf = TaskConfig(stream=stream, max_steps=max_steps)  # wins over the file's max_steps
     if batch is not None or engine == "ray":
         if stream:
-            raise DefinitionError("--stream shows one run's events; leave it out with --batch or --engine ray")
+            raise DefinitionError(
+                "--stream shows one run's events; leave it out with --batch or --engine ray"
+            )
         tasks = (
             _batch_tasks(batch, source, conf, target)
             if batch is not None

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Worker"]
 
+
 class Worker:
     """One worker process (made a Ray actor by :mod:`._ray`)."""
 

@@ -384,9 +384,7 @@ class LocalModel:
     ) -> ModelResponse:
         model = await self._ensure()
         try:
-            return await model.complete(
-                messages, tools, tool_choice=tool_choice, on_token=on_token
-            )
+            return await model.complete(messages, tools, tool_choice=tool_choice, on_token=on_token)
         except ModelError as exc:
             death = self._server.death() if self._server is not None else None
             if death is None:
