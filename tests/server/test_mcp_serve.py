@@ -150,7 +150,9 @@ def test_without_the_key_mcp_is_401_and_says_nothing_of_the_tools(
         assert answer.status_code == 401
         assert "counter" not in answer.text and answer.json()["code"] == "unauthorized"
     for method in ("GET", "DELETE"):  # no stream to open, no session to end: POST only
-        refused = httpx.request(method, f"{server.url}/mcp")
+        refused = httpx.request(method, f"{server.url}/mcp")  # without the key: 401 first
+        assert refused.status_code == 401 and "counter" not in refused.text
+        refused = httpx.request(method, f"{server.url}/mcp", headers={"x-api-key": KEY})
         assert refused.status_code == 405 and "counter" not in refused.text
     assert httpx.post(f"{server.url}/mcp", json=body, headers={"x-api-key": KEY}).status_code != 401
 
