@@ -34,6 +34,14 @@ class ThreadTable:
             found = tx.one("SELECT metadata FROM thread_metadata WHERE thread_id = ?", [thread_id])
         return dict(json.loads(found[0])) if found and found[0] else {}
 
+    def created_at(self, thread_id: str) -> str | None:
+        """The time of ``thread_id``'s oldest checkpoint (``None`` when it has none)."""
+        with self.database.read() as tx:
+            found = tx.one(
+                "SELECT min(created_at) FROM checkpoints WHERE thread_id = ?", [thread_id]
+            )
+        return str(found[0]) if found and found[0] else None
+
     async def put(self, thread_id: str, metadata: dict[str, Any]) -> None:
         """Replace the metadata set on ``thread_id``; committed when this returns."""
         text = json.dumps(strip_secrets(metadata))

@@ -140,11 +140,11 @@ class Threads:
             kept = {k: v for k, v in metadata.items() if k not in _STORED_ONLY}
             return {
                 "thread_id": thread_id,
-                "created_at": summary.first_at if summary else at,
+                "created_at": await self._created_at(thread_id, summary) or at,
                 "updated_at": at,
                 "metadata": clean(kept | patched),
                 "status": "busy" if running else "idle",
-                "values": {},
+                "values": None,  # as LangGraph's API: a thread with no state has no values
                 "interrupts": {},
             }
         metadata = {k: v for k, v in (latest.metadata or {}).items() if k not in _STORED_ONLY}
@@ -176,7 +176,7 @@ class Threads:
         else:  # "interrupted" also for a run stopped (killed, cancelled) mid-run
             status = _THREAD_STATUS.get(run, "idle")
         at = latest.checkpoint.get("ts")
-        first = summary.first_at if summary else at
+        first = await self._created_at(thread_id, summary) or at
         return {
             "thread_id": thread_id,
             "created_at": first,
@@ -186,6 +186,13 @@ class Threads:
             "values": chat_values(clean(values or {}), assistant is not None and assistant.is_app),
             "interrupts": interrupts,
         }
+
+    async def _created_at(self, thread_id: str, summary: Any) -> str | None:
+        """When the thread was created: its oldest checkpoint's time (the thread record's, for
+        one created over the API), not its latest run's."""
+        if summary is not None:
+            return cast(str, summary.first_at)
+        return await asyncio.to_thread(self.metadata.created_at, thread_id)
 
     async def _summaries(self) -> list[Any]:
         return list(await asyncio.to_thread(self.saver.threads))

@@ -197,7 +197,7 @@ def test_threads_are_kept_in_the_store_not_in_memory(
                 got = http.get(f"/threads/{thread}")
                 assert got.status_code == 200, got.text
                 assert got.json()["metadata"] == {"team": "a", "tags": ["x", "y"]}
-                assert got.json()["status"] == "idle" and got.json()["values"] == {}
+                assert got.json()["status"] == "idle" and got.json()["values"] is None
                 assert http.get(f"/threads/{thread}/state").json()["values"] == {}
                 assert http.get(f"/threads/{thread}/history").json() == []
                 assert [t["thread_id"] for t in http.post("/threads/search", json={}).json()] == [
