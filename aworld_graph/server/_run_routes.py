@@ -30,6 +30,7 @@ __all__ = ["RunRoutes"]
 
 _STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 
+
 def _start_at(body: Mapping[str, Any], stateless: bool) -> str | None:
     """The checkpoint a run starts from (``checkpoint_id``, or ``checkpoint.checkpoint_id``),
     checked against the run's other options."""
@@ -474,8 +475,8 @@ class RunRoutes:
         start = int(last) + 1 if last else 0
         if not isinstance(found, Run):  # a run not held here: its events are gone
             return self._gone(found, start)
-        if modes is None:
-            modes = list(found.modes or STREAM_MODES)
+        if modes is None:  # the modes the run was created with, as LangGraph's server
+            modes = list(found.modes or found.kwargs.get("stream_mode") or STREAM_MODES)
         where = self._where(found.thread_id, found.run_id, "stream")
         return self._sse(found, modes, cancel, start=start, headers=where)
 

@@ -284,10 +284,14 @@ async def test_a_joined_run_streams_the_modes_it_was_made_with(sdk: Any) -> None
 
 async def test_join_stream_with_the_sdks_defaults_streams_the_runs_modes(sdk: Any) -> None:
     """The SDK sends an empty ``stream_mode=`` when none is asked for (it was a 422): the join
-    streams the modes the run has (a background run: every mode)."""
+    streams the modes the run was created with (LangGraph's default: ``values``), as
+    LangGraph's server does."""
     thread = (await sdk.threads.create())["thread_id"]
     run = await sdk.runs.create(thread, "counter", input=USER)
     events = [part.event async for part in sdk.runs.join_stream(thread, run["run_id"])]
     assert events[0] == "metadata"
-    assert {"values", "custom"} <= set(events)
+    assert set(events) == {"metadata", "values"}
+    run = await sdk.runs.create(thread, "counter", input=USER, stream_mode=["values", "custom"])
+    events = [part.event async for part in sdk.runs.join_stream(thread, run["run_id"])]
+    assert set(events) == {"metadata", "values", "custom"}
     assert (await sdk.runs.join(thread, run["run_id"]))["answer"].endswith("words")

@@ -575,13 +575,6 @@ async def _join_stream(client: Any) -> dict[str, Any]:
     return {"events": [e for e, _ in parts], "last": parts[-1]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="join_stream (the SDK's defaults) of a background run created with "
-    "stream_mode=['values', 'updates']: LangGraph's server streams those modes "
-    "(metadata, values, updates, values); ours streams every mode (checkpoints, messages, "
-    "messages/metadata, ... too) and ends on a checkpoints event",
-)
 async def test_runs_join_stream_with_the_sdk_defaults(sides: dict[str, Side]) -> None:
     ours, peer = await both(sides, _join_stream)
     assert said(peer["last"][1])[-1] == ["ai", "you said: joined"]
