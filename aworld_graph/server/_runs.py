@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -92,6 +93,21 @@ def event_name(part: str, modes: list[str] | None) -> str | None:
     if part.startswith("messages/"):
         return part if "messages" in modes else None
     return part if part in modes else None
+
+
+_RAISED = re.compile(r"([A-Za-z_][\w.]*): (.*)", re.DOTALL)
+"""A LangGraph app's run error as the run loop words it: ``ExceptionClass: message``."""
+
+
+def _error_of(msg: str, is_app: bool) -> dict[str, str]:
+    """A failed run's ``error`` event: for a LangGraph app, the exception's class and its
+    message (``{"error": "ValueError", "message": "boom"}``), as LangGraph's server says it;
+    for a workflow, or a failure that was no exception (a timeout), ``"error"`` and the
+    message."""
+    raised = _RAISED.fullmatch(msg) if is_app else None
+    if raised is None:
+        return {"error": "error", "message": msg}
+    return {"error": raised[1], "message": raised[2]}
 
 
 class Feed:
@@ -680,7 +696,7 @@ class RunManager:
             run.feed.append("values", {**(run.values or {}), "__interrupt__": interrupts})
         run.status = _STATUS.get(response.status, "error")
         if run.status == "error":
-            run.error = {"error": response.status, "message": str(response.msg)}
+            run.error = _error_of(str(response.msg), run.assistant.is_app)
 
     async def cancel(self, run: Run, *, action: str = "interrupt", wait: bool = False) -> None:
         """Stop ``run``: its saved checkpoints stay (``interrupt``) or are deleted

@@ -57,11 +57,15 @@ from typing_extensions import TypedDict
 class State(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     delay: float
+    fail: str
 
 
 async def reply(state: State) -> dict[str, Any]:
-    """Waits ``delay`` seconds, then a streamed 'you said: <the last message>'."""
+    """Waits ``delay`` seconds, then a streamed 'you said: <the last message>' (or raises
+    ``ValueError(fail)`` when the input sets ``fail``)."""
     await asyncio.sleep(float(state.get("delay") or 0))
+    if state.get("fail"):
+        raise ValueError(state["fail"])
     said = str(state["messages"][-1].content)
     model = GenericFakeChatModel(messages=iter([AIMessage(content=f"you said: {said}")]))
     return {"messages": [await model.ainvoke(state["messages"])]}

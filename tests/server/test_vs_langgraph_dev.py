@@ -323,6 +323,23 @@ async def test_runs_stream_values_updates_messages_tuple(sides: dict[str, Side])
     assert ours == peer
 
 
+async def _failed(client: Any) -> list[Any]:
+    tid = (await client.threads.create())["thread_id"]
+    return [
+        [part.event, part.data]
+        async for part in client.runs.stream(
+            tid, "chat", input={**user("hi"), "fail": "boom"}, stream_mode="updates"
+        )
+        if part.event != "metadata"
+    ]
+
+
+async def test_a_failed_run_names_the_exception(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _failed)
+    assert peer[-1] == ["error", {"error": "ValueError", "message": "boom"}]
+    assert ours == peer
+
+
 def _events(mode: str) -> Scenario:
     async def scenario(client: Any) -> list[Any]:
         tid = (await client.threads.create())["thread_id"]
