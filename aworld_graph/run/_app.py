@@ -12,6 +12,7 @@ own: a checkpointer the graph was compiled with is replaced.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -23,7 +24,7 @@ from langgraph.types import CheckpointPayload, Command, StreamMode
 
 from ..swarm.graph import BuiltGraph, LangGraphApp
 from ..task import Task, TaskResponse
-from ._response import _asked, pending_nodes, run_loop
+from ._response import _asked, pending_nodes, run_loop, step_modes
 from .events import EventSink
 
 __all__ = ["AppGraph", "app_config", "drive_app", "respond_app"]
@@ -134,13 +135,15 @@ async def drive_app(
     config: RunnableConfig | None = None,
     context: Any = None,
     stops: tuple[Any, Any] = (None, None),
+    steps: Sequence[str] = (),
 ) -> tuple[TaskResponse, dict[str, Any]]:
     """Run ``task``'s application on its thread (one superstep if ``one_step``); the
     response and the last updates. ``input`` is the graph's input as the client gave it
     (else ``task.input`` as a user message on a fresh thread or a new turn; else the thread
     goes on); ``config`` and ``context`` are the caller's (a factory is called with the
     run's config). ``events`` receives :class:`~.events.Message` and :class:`~.events.Custom`
-    events, and with ``states`` each superstep's updates and each saved checkpoint."""
+    events, and with ``states`` each superstep's updates and each saved checkpoint, and the
+    parts of the stream modes named in ``steps`` (:class:`~.events.Step`)."""
     started = time.perf_counter()
     run_conf = app_config(task, graph, config)
     compiled = graph.compile(checkpointer, run_conf)
@@ -154,8 +157,9 @@ async def drive_app(
     if isinstance(context, dict):
         context = _in_schema(compiled, context)
     modes: list[StreamMode] = ["updates", "checkpoints"]
+    passed = step_modes(steps, events, states)
     if events is not None:
-        modes += ["custom", "messages"]
+        modes += ["custom", "messages", *passed]
     updates: dict[str, Any] = {}
     error: str | None = None
     last: CheckpointPayload[dict[str, Any]] | None = None
@@ -184,6 +188,8 @@ async def drive_app(
                     events({"event": "state", "checkpoint": last})
             elif events is None:
                 continue
+            elif mode in passed:
+                events({"event": "step", "mode": cast(Any, mode), "data": chunk})
             elif mode == "messages":
                 message, metadata = chunk
                 events({"event": "message", "message": message, "metadata": dict(metadata)})

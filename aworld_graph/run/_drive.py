@@ -9,6 +9,7 @@ goes, and then builds the :class:`~aworld_graph.task.TaskResponse`
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -23,7 +24,7 @@ from ..errors import ThreadBusy
 from ..swarm.graph import BuiltGraph
 from ..task import Task, TaskResponse
 from ._app import AppGraph, drive_app
-from ._response import no_new_turn, pending_nodes, respond, run_loop
+from ._response import no_new_turn, pending_nodes, respond, run_loop, step_modes
 from .events import AgentEvent, EventSink
 
 __all__ = ["drive", "run_config"]
@@ -91,6 +92,7 @@ async def drive(
     context: Any = None,
     interrupt_before: list[str] | str | None = None,
     interrupt_after: list[str] | str | None = None,
+    steps: Sequence[str] = (),
 ) -> tuple[TaskResponse, dict[str, Any]]:
     """Run ``task`` (one superstep if ``one_step``); returns the response and the last updates.
     ``interrupt_before`` / ``interrupt_after`` stop it before or after those nodes (``"*"``:
@@ -110,7 +112,8 @@ async def drive(
 
     ``events`` receives the run's events (:data:`~.events.RunEvent`); with ``states`` also
     what the nodes of each superstep wrote (:class:`~.events.Update`) and each saved
-    checkpoint (:class:`~.events.State`).
+    checkpoint (:class:`~.events.State`), and the parts of LangGraph's stream modes named in
+    ``steps`` (``tasks``, ``debug``) as they are (:class:`~.events.Step`).
 
     A saver that can (``TrajectorySaver.ahold``) lets this run alone write its thread; when
     another process or worker runs it now, the response says so (``success=False``) and
@@ -131,6 +134,7 @@ async def drive(
                 config=config,
                 context=context,
                 stops=(interrupt_before, interrupt_after),
+                steps=steps,
             )
         return await _drive(
             task,
@@ -144,6 +148,7 @@ async def drive(
             config,
             context,
             (interrupt_before, interrupt_after),
+            steps,
         )
 
     hold = getattr(checkpointer, "ahold", None)
@@ -174,6 +179,7 @@ async def _drive(
     overlay: RunnableConfig | None = None,
     context: Any = None,
     stops: tuple[Any, Any] = (None, None),
+    steps: Sequence[str] = (),
 ) -> tuple[TaskResponse, dict[str, Any]]:
     started = time.perf_counter()
     compiled = graph.compile(checkpointer)
@@ -224,8 +230,9 @@ async def _drive(
             return await respond(task, compiled, config, started=started), {}
         payload = None
     modes: list[StreamMode] = ["updates", "checkpoints"]
+    passed = step_modes(steps, events, states)
     if events is not None:
-        modes += ["custom", "tasks"]
+        modes += ["custom", "tasks", *(m for m in passed if m != "tasks")]
     updates: dict[str, Any] = {}
     error: str | None = None
     chain: dict[int, str] = {}
@@ -261,7 +268,10 @@ async def _drive(
                 if states and events is not None:
                     events({"event": "state", "checkpoint": last})
             elif events is not None:
-                _forward(mode, chunk, events)
+                if mode in passed:
+                    events({"event": "step", "mode": cast(Any, mode), "data": chunk})
+                if mode != "debug":
+                    _forward(mode, chunk, events)
 
     budget = config["configurable"]["max_steps"]
     over = f"the run exceeded its step budget (max_steps={budget})"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self, TypedDict
 
@@ -140,6 +140,7 @@ class GraphRun:
         context: Any = None,
         interrupt_before: list[str] | str | None = None,
         interrupt_after: list[str] | str | None = None,
+        steps: Sequence[str] = (),
     ) -> TaskResponse:
         """Run the task on its thread until it ends, is interrupted or fails.
 
@@ -158,6 +159,8 @@ class GraphRun:
         entries under the run's own) and ``context`` LangGraph's runtime context.
         ``interrupt_before`` / ``interrupt_after``: node names (or ``"*"``) the run stops
         before or after, as LangGraph's ``astream`` takes them (continue with no input).
+        ``steps``: LangGraph stream modes (``tasks``, ``debug``) whose parts go to ``events``
+        as they are (:class:`~.events.Step`, with ``states``).
         """
         response, _ = await drive(
             self.task,
@@ -172,6 +175,7 @@ class GraphRun:
             context=context,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            steps=steps,
         )
         return response
 

@@ -7,19 +7,27 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import CheckpointPayload, StateSnapshot
+from langgraph.types import CheckpointPayload, StateSnapshot, StreamMode
 
 from ..task import Task, TaskResponse
 from ..trajectory import achain, build_trajectory, run_status, usage_of
 
-__all__ = ["no_new_turn", "pending_nodes", "respond", "resume_hint", "run_loop"]
+__all__ = [
+    "STEP_MODES",
+    "no_new_turn",
+    "pending_nodes",
+    "respond",
+    "resume_hint",
+    "run_loop",
+    "step_modes",
+]
 
 
 def pending_nodes(snapshot: StateSnapshot) -> list[str]:
@@ -48,6 +56,18 @@ async def run_loop(
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+STEP_MODES: tuple[StreamMode, ...] = ("tasks", "debug")
+"""LangGraph stream modes a run can pass on to its sink as they are (:class:`~.events.Step`)."""
+
+
+def step_modes(steps: Sequence[str], events: Any, states: bool) -> list[StreamMode]:
+    """The stream modes of ``steps`` a run passes on: those of :data:`STEP_MODES`, when its
+    sink takes step events (``events`` given, with ``states``)."""
+    if events is None or not states:
+        return []
+    return [m for m in STEP_MODES if m in steps]
 
 
 def resume_hint(task_id: str) -> str:

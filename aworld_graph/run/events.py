@@ -43,6 +43,7 @@ __all__ = [
     "RunEvent",
     "ServerUnavailable",
     "State",
+    "Step",
     "StepEvent",
     "Token",
     "ToolCall",
@@ -175,6 +176,17 @@ class State(TypedDict):
     """Its ``values``, ``next``, ``config``, ``metadata``, ``parent_config`` and ``tasks``."""
 
 
+class Step(TypedDict):
+    """A part of one of LangGraph's own stream modes that a run was asked to pass on as it
+    is (``tasks``: each task's start and result; ``debug``: checkpoints and tasks with their
+    step and time)."""
+
+    event: Literal["step"]
+    mode: Literal["tasks", "debug"]
+    data: Any
+    """The part, as LangGraph's ``astream`` gives it in that mode."""
+
+
 class Message(TypedDict):
     """A LangGraph application's message, as its ``messages`` stream mode gives it: a chunk of
     a chat model's reply as it streams, or a whole message a node returned."""
@@ -204,8 +216,9 @@ AppEvent: TypeAlias = Message | Custom
 RunEvent: TypeAlias = NodeStart | NodeEnd | AgentEvent | AppEvent
 """What a run's sink receives."""
 
-StepEvent: TypeAlias = Update | State
-"""What a sink also receives with ``states=True``."""
+StepEvent: TypeAlias = Update | State | Step
+"""What a sink also receives with ``states=True`` (a :class:`Step` for each stream mode the
+run was asked to pass on)."""
 
 EventSink: TypeAlias = Callable[[RunEvent | StepEvent], None]
 """Where :meth:`GraphRun.drive <aworld_graph.run.GraphRun.drive>` sends a run's events."""

@@ -65,7 +65,10 @@ __all__ = [
 
 log = logging.getLogger("aworld_graph.server")
 
-STREAM_MODES = ("values", "updates", "messages", "messages-tuple", "custom", "checkpoints")
+STREAM_MODES = (
+    *("values", "updates", "messages", "messages-tuple", "custom", "checkpoints"),
+    *("tasks", "debug"),
+)
 """The stream modes a run produces."""
 
 _OWN = ("source", "step", "parents", "writes", "run_id")
@@ -225,7 +228,7 @@ def _scalars(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 _PARTS = (
-    *("values", "checkpoints", "updates", "custom"),
+    *("values", "checkpoints", "updates", "custom", "tasks", "debug"),
     *("messages-tuple", "messages/metadata", "messages/partial", "messages/complete"),
 )
 """The parts of a feed (``messages/…`` are the ``messages`` mode's)."""
@@ -281,6 +284,9 @@ class _Sink:
             if wants[mode]:
                 feed.append(mode, clean(data))
 
+        if event["event"] == "step":  # LangGraph's own tasks / debug parts, as they are
+            put(event["mode"], event["data"])
+            return
         if event["event"] == "custom":  # what a LangGraph application wrote, as it is
             put("custom", event["data"])
             return
@@ -685,6 +691,8 @@ class RunManager:
                 **run.assistant.run_options(run.run_id, run.thread_id, run.kwargs),
                 interrupt_before=run.kwargs.get("interrupt_before"),
                 interrupt_after=run.kwargs.get("interrupt_after"),
+                # a background run passes on those it was created with (its feed holds them)
+                steps=run.modes or run.kwargs.get("stream_mode") or (),
             )
         if run.values is None or response.status not in ("finished", "interrupted"):
             run.values = chat_values(clean(response.state or {}), run.assistant.is_app)

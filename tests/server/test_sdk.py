@@ -295,3 +295,25 @@ async def test_join_stream_with_the_sdks_defaults_streams_the_runs_modes(sdk: An
     events = [part.event async for part in sdk.runs.join_stream(thread, run["run_id"])]
     assert set(events) == {"metadata", "values", "custom"}
     assert (await sdk.runs.join(thread, run["run_id"]))["answer"].endswith("words")
+
+
+async def test_a_workflow_streams_langgraphs_tasks_and_debug_modes(sdk: Any) -> None:
+    """``tasks`` and ``debug`` are LangGraph's own stream modes of the workflow's graph: each
+    node's task starting and its result; checkpoints and tasks with their step."""
+    thread = (await sdk.threads.create())["thread_id"]
+    parts = [
+        part
+        async for part in sdk.runs.stream(
+            thread, "counter", input=USER, stream_mode=["tasks", "debug"]
+        )
+    ]
+    assert parts[0].event == "metadata"
+    tasks = [p.data for p in parts if p.event == "tasks"]
+    started = [t["name"] for t in tasks if "input" in t]
+    ended = [t["name"] for t in tasks if "result" in t]
+    # each task that started ends (a tool call's inner task before the tools node it is in)
+    assert started[0] == "counter" and sorted(started) == sorted(ended)
+    assert all(t["error"] is None for t in tasks if "result" in t)
+    kinds = {p.data["type"] for p in parts if p.event == "debug"}
+    assert kinds == {"checkpoint", "task", "task_result"}
+    assert {p.event for p in parts} == {"metadata", "tasks", "debug"}

@@ -364,7 +364,7 @@ def _not_served(mode: str) -> Any:
 
 @pytest.mark.parametrize(
     "mode",
-    ["messages", "checkpoints", _not_served("tasks"), _not_served("debug"), _not_served("events")],
+    ["messages", "checkpoints", "tasks", "debug", _not_served("events")],
 )
 async def test_the_order_of_events_in_other_stream_modes(sides: dict[str, Side], mode: str) -> None:
     ours, peer = await both(sides, _events(mode))
