@@ -12,6 +12,7 @@ own: a checkpointer the graph was compiled with is replaced.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -159,42 +160,57 @@ async def drive_app(
     modes: list[StreamMode] = ["updates", "checkpoints"]
     passed = step_modes(steps, events, states)
     if events is not None:
-        modes += ["custom", "messages", *passed]
+        modes += ["custom", "messages", *(m for m in passed if m != "events")]
     updates: dict[str, Any] = {}
     error: str | None = None
     last: CheckpointPayload[dict[str, Any]] | None = None
 
-    async def loop() -> None:
+    def take(mode: str, chunk: Any) -> None:
         nonlocal last
+        if mode == "updates":
+            if isinstance(chunk, dict):
+                updates.update(chunk)
+                if states and events is not None and chunk:
+                    events({"event": "update", "updates": chunk})
+        elif mode == "checkpoints":
+            last = cast(CheckpointPayload[dict[str, Any]], chunk)
+            if states and events is not None:
+                events({"event": "state", "checkpoint": last})
+        elif events is None:
+            return
+        elif mode in passed:
+            events({"event": "step", "mode": cast(Any, mode), "data": chunk})
+        elif mode == "messages":
+            message, metadata = chunk
+            events({"event": "message", "message": message, "metadata": dict(metadata)})
+        elif mode == "custom":
+            events({"event": "custom", "data": chunk})
+
+    options: dict[str, Any] = {
+        "stream_mode": modes,
+        "context": context,
+        "interrupt_before": stops[0],  # (interrupt_before, interrupt_after) of the run
+        "interrupt_after": "*" if one_step else stops[1],
+        "durability": "sync",  # a step's checkpoint is on disk before the next step starts
+    }
+
+    async def loop() -> None:
         mode: str
         chunk: Any
-        async for mode, chunk in compiled.astream(
-            payload,
-            run_conf,
-            stream_mode=modes,
-            context=context,
-            interrupt_before=stops[0],  # (interrupt_before, interrupt_after) of the run
-            interrupt_after="*" if one_step else stops[1],
-            durability="sync",  # a step's checkpoint is on disk before the next step starts
-        ):
-            if mode == "updates":
-                if isinstance(chunk, dict):
-                    updates.update(chunk)
-                    if states and events is not None and chunk:
-                        events({"event": "update", "updates": chunk})
-            elif mode == "checkpoints":
-                last = cast(CheckpointPayload[dict[str, Any]], chunk)
-                if states and events is not None:
-                    events({"event": "state", "checkpoint": last})
-            elif events is None:
-                continue
-            elif mode in passed:
-                events({"event": "step", "mode": cast(Any, mode), "data": chunk})
-            elif mode == "messages":
-                message, metadata = chunk
-                events({"event": "message", "message": message, "metadata": dict(metadata)})
-            elif mode == "custom":
-                events({"event": "custom", "data": chunk})
+        if "events" not in passed:
+            async for mode, chunk in compiled.astream(payload, run_conf, **options):
+                take(mode, chunk)
+            return
+        # LangChain's event stream of the run: the graph's own stream parts are the root
+        # run's on_chain_stream events; every other event is passed on as it is
+        root = uuid.uuid4()
+        conf = cast(RunnableConfig, {**run_conf, "run_id": root})
+        async for event in compiled.astream_events(payload, conf, version="v2", **options):
+            if event["event"] == "on_chain_stream" and event["run_id"] == str(root):
+                mode, chunk = event["data"]["chunk"]
+                take(mode, chunk)
+            elif events is not None:
+                events({"event": "step", "mode": "events", "data": event})
 
     over = (
         "GraphRecursionError: the run reached its recursion limit "

@@ -232,7 +232,7 @@ async def _drive(
     modes: list[StreamMode] = ["updates", "checkpoints"]
     passed = step_modes(steps, events, states)
     if events is not None:
-        modes += ["custom", "tasks", *(m for m in passed if m != "tasks")]
+        modes += ["custom", "tasks", *(m for m in passed if m == "debug")]
     updates: dict[str, Any] = {}
     error: str | None = None
     chain: dict[int, str] = {}

@@ -159,8 +159,8 @@ class GraphRun:
         entries under the run's own) and ``context`` LangGraph's runtime context.
         ``interrupt_before`` / ``interrupt_after``: node names (or ``"*"``) the run stops
         before or after, as LangGraph's ``astream`` takes them (continue with no input).
-        ``steps``: LangGraph stream modes (``tasks``, ``debug``) whose parts go to ``events``
-        as they are (:class:`~.events.Step`, with ``states``).
+        ``steps``: stream modes (``tasks``, ``debug``; an app's ``events``) whose parts go to
+        ``events`` as they are (:class:`~.events.Step`, with ``states``).
         """
         response, _ = await drive(
             self.task,

@@ -14,7 +14,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import CheckpointPayload, StateSnapshot, StreamMode
+from langgraph.types import CheckpointPayload, StateSnapshot
 
 from ..task import Task, TaskResponse
 from ..trajectory import achain, build_trajectory, run_status, usage_of
@@ -58,11 +58,12 @@ async def run_loop(
     return None
 
 
-STEP_MODES: tuple[StreamMode, ...] = ("tasks", "debug")
-"""LangGraph stream modes a run can pass on to its sink as they are (:class:`~.events.Step`)."""
+STEP_MODES = ("tasks", "debug", "events")
+"""LangGraph stream modes a run can pass on to its sink as they are (:class:`~.events.Step`);
+``events`` is LangChain's ``astream_events`` (v2) of a LangGraph application."""
 
 
-def step_modes(steps: Sequence[str], events: Any, states: bool) -> list[StreamMode]:
+def step_modes(steps: Sequence[str], events: Any, states: bool) -> list[Any]:
     """The stream modes of ``steps`` a run passes on: those of :data:`STEP_MODES`, when its
     sink takes step events (``events`` given, with ``states``)."""
     if events is None or not states:

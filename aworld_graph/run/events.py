@@ -179,10 +179,11 @@ class State(TypedDict):
 class Step(TypedDict):
     """A part of one of LangGraph's own stream modes that a run was asked to pass on as it
     is (``tasks``: each task's start and result; ``debug``: checkpoints and tasks with their
-    step and time)."""
+    step and time; ``events``, a LangGraph application's only: LangChain's ``astream_events``
+    v2 events)."""
 
     event: Literal["step"]
-    mode: Literal["tasks", "debug"]
+    mode: Literal["tasks", "debug", "events"]
     data: Any
     """The part, as LangGraph's ``astream`` gives it in that mode."""
 

@@ -137,6 +137,14 @@ class RunRoutes:
             thread_id = body.get("thread_id")
         assistant = self.app.assistants.get(str(body.get("assistant_id") or ""))
         body["stream_mode"] = _modes(body.get("stream_mode"))
+        if "events" in body["stream_mode"] and not assistant.is_app:
+            raise ApiError(
+                422,
+                "invalid_stream_mode",
+                f"stream mode 'events' is not served for workflow {assistant.graph_id} "
+                "(LangChain's astream_events is a LangGraph application's); use values, "
+                "updates, messages-tuple, custom, tasks or debug",
+            )
         strategy = str(body.get("multitask_strategy") or "enqueue")  # LangGraph's default
         if strategy not in _STRATEGIES:
             raise ApiError(

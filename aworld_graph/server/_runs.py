@@ -67,7 +67,7 @@ log = logging.getLogger("aworld_graph.server")
 
 STREAM_MODES = (
     *("values", "updates", "messages", "messages-tuple", "custom", "checkpoints"),
-    *("tasks", "debug"),
+    *("tasks", "debug", "events"),
 )
 """The stream modes a run produces."""
 
@@ -228,7 +228,7 @@ def _scalars(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 _PARTS = (
-    *("values", "checkpoints", "updates", "custom", "tasks", "debug"),
+    *("values", "checkpoints", "updates", "custom", "tasks", "debug", "events"),
     *("messages-tuple", "messages/metadata", "messages/partial", "messages/complete"),
 )
 """The parts of a feed (``messages/…`` are the ``messages`` mode's)."""

@@ -351,24 +351,30 @@ def _events(mode: str) -> Scenario:
     return scenario
 
 
-def _not_served(mode: str) -> Any:
-    return pytest.param(
-        mode,
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason=f"stream mode '{mode}': LangGraph's server streams it, ours answers 422 "
-            "'not served'",
-        ),
-    )
-
-
 @pytest.mark.parametrize(
     "mode",
-    ["messages", "checkpoints", "tasks", "debug", _not_served("events")],
+    ["messages", "checkpoints", "tasks", "debug", "events"],
 )
 async def test_the_order_of_events_in_other_stream_modes(sides: dict[str, Side], mode: str) -> None:
     ours, peer = await both(sides, _events(mode))
     assert peer[0] == "metadata" and len(peer) > 2
+    assert ours == peer
+
+
+async def _langchain_events(client: Any) -> list[Any]:
+    tid = (await client.threads.create())["thread_id"]
+    return [
+        [part.data["event"], part.data["name"], sorted(part.data["data"])]
+        async for part in client.runs.stream(
+            tid, "chat", input=user("hi"), stream_mode=["events", "values"]
+        )
+        if part.event == "events"
+    ]
+
+
+async def test_the_events_mode_streams_langchains_events(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _langchain_events)
+    assert ["on_chat_model_stream", "GenericFakeChatModel", ["chunk"]] in peer
     assert ours == peer
 
 
