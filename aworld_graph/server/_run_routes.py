@@ -555,7 +555,10 @@ class RunRoutes:
         query = request.query_params
         wait = query.get("wait", "0").lower() in ("1", "true")
         if isinstance(found, Run):  # one not held here has ended
-            await self.runs.cancel(found, action=query.get("action", "interrupt"), wait=wait)
+            # a LangGraph app's cancelled run leaves its thread as it was before the run, as
+            # LangGraph's server does; a workflow's keeps its steps, to continue with input null
+            action, drop = query.get("action", "interrupt"), found.assistant.is_app
+            await self.runs.cancel(found, action=action, wait=wait, drop=drop)
         return Response(status_code=204 if not wait else 200, content=b"" if not wait else b"{}")
 
     async def delete(self, request: Request) -> Response:

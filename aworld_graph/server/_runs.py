@@ -171,6 +171,9 @@ class Run:
     error: dict[str, str] | None = None
     """``{"error", "message"}`` when it failed."""
     cancel_action: str | None = None
+    """How it was cancelled: ``interrupt`` (its checkpoints stay), ``rollback`` (it and its
+    checkpoints are deleted) or ``drop`` (its checkpoints are deleted, it stays
+    ``interrupted``)."""
     new_thread: bool = False
     """The thread was made for this run (a run without a thread): nothing to read back."""
     modes: list[str] | None = None
@@ -595,7 +598,7 @@ class RunManager:
         except asyncio.CancelledError:
             run.status = "interrupted"
             run.error = {"error": "Cancelled", "message": f"run {run.run_id} was cancelled"}
-            if run.cancel_action == "rollback":
+            if run.cancel_action in ("rollback", "drop"):
                 await asyncio.to_thread(self.saver.delete_for_runs, [run.run_id])
         except ApiError as exc:
             run.status = "error"
@@ -706,16 +709,20 @@ class RunManager:
         if run.status == "error":
             run.error = _error_of(str(response.msg), run.assistant.is_app)
 
-    async def cancel(self, run: Run, *, action: str = "interrupt", wait: bool = False) -> None:
+    async def cancel(
+        self, run: Run, *, action: str = "interrupt", wait: bool = False, drop: bool = False
+    ) -> None:
         """Stop ``run``: its saved checkpoints stay (``interrupt``) or are deleted
-        (``rollback``); the thread continues from its last checkpoint on the next run."""
+        (``rollback``); the thread continues from its last checkpoint on the next run.
+        ``drop``: an ``interrupt`` deletes the run's checkpoints too (the run stays, read
+        ``interrupted``), so the thread stands where it stood before the run."""
         if run.done.is_set() or run.status not in ("pending", "running"):  # ended, or ending
             if wait:
                 await run.done.wait()
             return
         if action not in ("interrupt", "rollback"):
             raise ApiError(422, "invalid_action", "action must be 'interrupt' or 'rollback'")
-        run.cancel_action = action
+        run.cancel_action = "drop" if drop and action == "interrupt" else action
         assert run.task is not None
         run.task.cancel()
         if wait:

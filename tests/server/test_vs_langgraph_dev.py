@@ -632,13 +632,6 @@ async def test_runs_cancel_ends_the_run(sides: dict[str, Side]) -> None:
     assert ours["run"] == peer["run"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after runs.cancel (action interrupt) in the middle of a node, LangGraph's server "
-    "leaves the thread 'idle' at its state before the run (the cancelled input dropped, next "
-    "[]) and runs the next input; ours leaves it 'interrupted' with next ['reply'] and the "
-    "cancelled input kept, and refuses the next run with 409 thread_unfinished",
-)
 async def test_a_cancelled_thread_takes_the_next_run(sides: dict[str, Side]) -> None:
     ours, peer = await both(sides, _cancel)
     assert peer["thread"] == "idle" and peer["again"][-1] == ["ai", "you said: after the cancel"]
