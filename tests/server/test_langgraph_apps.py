@@ -14,29 +14,33 @@ own ``InMemorySaver``.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import operator
 import os
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import pytest
 from click.testing import CliRunner
 from langchain_core.messages import messages_from_dict
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
 from langgraph.pregel import Pregel
 from langgraph.pregel.remote import RemoteGraph
 from langgraph.types import Command
 from langgraph_sdk import get_client, get_sync_client
+from typing_extensions import TypedDict
 
 from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.cli import main
 from aworld_graph.run import LangGraphApp
-from aworld_graph.server import load_graph, read_project, source_of
+from aworld_graph.server import Assistant, create_app, load_graph, read_project, source_of
 from tests.server import langgraph_apps as apps
 from tests.server.app_server import app_sdk, app_server  # noqa: F401 (fixtures)
 from tests.server.conftest import LiveServer
@@ -431,3 +435,37 @@ def test_a_graph_loads_by_file_or_module_and_the_cli_runs_it(tmp_path: Path) -> 
     )
     assert result.exit_code == 0, result.output
     assert "answer: you said: hello app" in result.output
+
+
+class _Slow(TypedDict, total=False):
+    said: Annotated[list[str], operator.add]
+
+
+async def _slow_step(state: _Slow) -> dict[str, Any]:
+    if state["said"][-1] == "slow":
+        await asyncio.sleep(60)  # cancelled long before
+    return {"said": ["done"]}
+
+
+async def test_a_cancelled_app_run_leaves_its_thread_as_before_it(store: TrajectorySaver) -> None:
+    """LangGraph's server: ``runs.cancel`` (action ``interrupt``) of an application's run in
+    the middle of a node leaves the thread ``idle`` where it stood before the run (the run
+    reads ``interrupted``), and the thread takes the next input."""
+    graph = StateGraph(_Slow).add_node("step", _slow_step).add_edge(START, "step").compile()
+    with LiveServer(create_app([Assistant.of(graph, assistant_id="slow")], store=store)) as live:
+        sdk = get_client(url=live.url, api_key=None)
+        try:
+            thread = (await sdk.threads.create())["thread_id"]
+            await sdk.runs.wait(thread, "slow", input={"said": ["before"]})
+            run = await sdk.runs.create(thread, "slow", input={"said": ["slow"]})
+            # acknowledged once its input checkpoint is saved; its node waits
+            assert (await sdk.threads.get_state(thread))["values"]["said"][-1] == "slow"
+            await sdk.runs.cancel(thread, run["run_id"], wait=True)
+            assert (await sdk.runs.get(thread, run["run_id"]))["status"] == "interrupted"
+            assert (await sdk.threads.get(thread))["status"] == "idle"
+            state = await sdk.threads.get_state(thread)
+            assert state["values"]["said"] == ["before", "done"] and state["next"] == []
+            after = await sdk.runs.wait(thread, "slow", input={"said": ["after"]})
+            assert after["said"] == ["before", "done", "after", "done"]
+        finally:
+            await sdk.aclose()
