@@ -6,12 +6,18 @@ ends or stops for input.
 
 A webhook is an ``http`` or ``https`` URL without ``user:password@`` that the API key's
 holder names; the server POSTs the task there (with the config's token in
-``X-A2A-Notification-Token`` and its credentials, if any, as ``Authorization``). Credentials are kept to send them and never answered back: a
-config read over the API has them blank.
+``X-A2A-Notification-Token`` and its credentials, if any, as ``Authorization``).
+
+The token and the credentials are secrets, and no secret is written to the store: they are
+held in this server's memory only, and the table keeps a ``withheld`` marker in their place.
+Credentials are never answered back (a config read over the API has them blank). A config
+whose secrets a restarted server no longer holds is not sent to (its receiver would refuse
+an unauthenticated POST, or take one it should not); set the config again to resume them.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,6 +35,10 @@ _COLUMNS = ("task_id", "id", "url", "token", "scheme", "credentials")
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM a2a_push_configs"
 _TIMEOUT = 10.0
 """Seconds a webhook has to answer one notification."""
+WITHHELD = "withheld"
+"""What the table holds where a config had a token or credentials (kept in memory only)."""
+
+log = logging.getLogger("aworld_graph.server")
 
 
 def _create(tx: Tx) -> None:
@@ -36,12 +46,15 @@ def _create(tx: Tx) -> None:
     tx.run(f"CREATE TABLE IF NOT EXISTS a2a_push_configs ({columns}, PRIMARY KEY (task_id, id))")
 
 
-def _config(row: tuple[Any, ...], *, credentials: bool) -> pb.TaskPushNotificationConfig:
-    task_id, ident, url, token, scheme, secret = row
-    config = pb.TaskPushNotificationConfig(task_id=task_id, id=ident, url=url, token=token or "")
+def _config(
+    row: tuple[Any, ...], secrets: tuple[str, str], *, credentials: bool
+) -> pb.TaskPushNotificationConfig:
+    task_id, ident, url, _, scheme, _ = row
+    token, secret = secrets
+    config = pb.TaskPushNotificationConfig(task_id=task_id, id=ident, url=url, token=token)
     if scheme:
         config.authentication.scheme = scheme
-        config.authentication.credentials = (secret or "") if credentials else ""
+        config.authentication.credentials = secret if credentials else ""
     return config
 
 
@@ -66,6 +79,8 @@ class PushConfigs(PushNotificationConfigStore):
 
     def __init__(self, database: Any) -> None:
         self.database = database
+        self.secrets: dict[tuple[str, str], tuple[str, str]] = {}
+        """``(task_id, config id)`` → ``(token, credentials)``: in memory only."""
         database.each(_create)
 
     async def set_info(
@@ -74,7 +89,10 @@ class PushConfigs(PushNotificationConfigStore):
         config = normalize_push_notification_config(task_id, notification_config)
         checked_url(config.url)
         auth = config.authentication
-        values = [task_id, config.id, config.url, config.token, auth.scheme, auth.credentials]
+        held = bool(config.token or auth.credentials)
+        self.secrets[(task_id, config.id)] = (config.token, auth.credentials)
+        marker = WITHHELD if held else ""
+        values = [task_id, config.id, config.url, marker, auth.scheme, marker]
         sql = (
             f"INSERT INTO a2a_push_configs ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token, "
@@ -89,17 +107,40 @@ class PushConfigs(PushNotificationConfigStore):
         rows: list[tuple[Any, ...]] = await self.database.aeach(lambda tx: tx.all(sql, [task_id]))
         return rows
 
+    def _secrets(self, row: tuple[Any, ...]) -> tuple[str, str] | None:
+        """The row's token and credentials; ``None`` when they were withheld from the store
+        and this server does not hold them (it restarted since they were set)."""
+        held = self.secrets.get((row[0], row[1]))
+        if held is not None:
+            return held
+        return None if WITHHELD in (row[3], row[5]) else ("", "")
+
     async def get_info(self, task_id: str, context: Any) -> list[pb.TaskPushNotificationConfig]:
-        return [_config(r, credentials=False) for r in await self._rows(task_id)]
+        rows = await self._rows(task_id)
+        return [_config(r, self._secrets(r) or ("", ""), credentials=False) for r in rows]
 
     async def get_info_for_dispatch(self, task_id: str) -> list[pb.TaskPushNotificationConfig]:
-        return [_config(r, credentials=True) for r in await self._rows(task_id)]
+        configs = []
+        for row in await self._rows(task_id):
+            secrets = self._secrets(row)
+            if secrets is None:
+                log.warning(
+                    "A2A push config %s of task %s is not sent: its token or credentials were "
+                    "set before this server started and are not stored; set the config again",
+                    row[1],
+                    row[0],
+                )
+                continue
+            configs.append(_config(row, secrets, credentials=True))
+        return configs
 
     async def delete_info(self, task_id: str, context: Any, config_id: str | None = None) -> None:
         sql, params = "DELETE FROM a2a_push_configs WHERE task_id = ?", [task_id]
         if config_id is not None:
             sql, params = f"{sql} AND id = ?", [task_id, config_id]
         await self.database.aeach(lambda tx: tx.run(sql, params))
+        for key in [k for k in self.secrets if k[0] == task_id and config_id in (None, k[1])]:
+            del self.secrets[key]
 
 
 async def push(configs: PushConfigs, task: pb.Task) -> None:

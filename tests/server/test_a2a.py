@@ -4,11 +4,13 @@ tasks are the server's runs on its threads (the LangGraph API sees the same ones
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import json
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import threading
 from collections.abc import Callable
@@ -443,7 +445,7 @@ async def _notified(count: int) -> list[tuple[str | None, dict[str, Any]]]:
     raise AssertionError(f"{len(_Webhook.got)} notifications, not {count}")
 
 
-async def test_push_notifications_on_loopback(server: LiveServer) -> None:
+async def test_push_notifications_on_loopback(server: LiveServer, store: TrajectorySaver) -> None:
     _Webhook.got = []
     hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Webhook)
     serving = threading.Thread(target=hook.serve_forever, daemon=True)
@@ -482,6 +484,11 @@ async def test_push_notifications_on_loopback(server: LiveServer) -> None:
             pb.GetTaskPushNotificationConfigRequest(task_id=asked.id, id="second")
         )
         assert got.url == url and got.authentication.credentials == ""
+        assert store.path is not None
+        with contextlib.closing(sqlite3.connect(store.path)) as db:  # no secret in the store
+            stored = db.execute("SELECT * FROM a2a_push_configs").fetchall()
+        assert len(stored) == 2 and "tok-1" not in repr(stored)
+        assert "tok-2" not in repr(stored) and "webhook-secret" not in repr(stored)
         done = _task(await _sent(client, _message("approve", task_id=asked.id)))
         assert done.status.state == S.TASK_STATE_COMPLETED
         finished = (await _notified(6))[-2:]  # to both webhooks, at the start and the end
