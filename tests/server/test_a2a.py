@@ -543,3 +543,44 @@ def test_a_body_over_the_limit_is_refused(serve: Callable[..., LiveServer]) -> N
         assert "4096 bytes" in refused.json()["error"]["message"]
         assert http.post("/a2a/chat/message:send", json=big).status_code == 413
         assert http.post("/threads/search", json={}).json() == []  # nothing ran
+
+
+async def test_a_restarted_server_sends_no_push_whose_secrets_it_lost(
+    serve: Callable[..., LiveServer],
+) -> None:
+    """Push tokens live in the server's memory only: after a restart, a config set before it
+    is listed without its token and not sent to; a config set again is."""
+    _Webhook.got = []
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Webhook)
+    serving = threading.Thread(target=hook.serve_forever, daemon=True)
+    serving.start()
+    try:
+        url = f"http://127.0.0.1:{hook.server_address[1]}/a2a-hook"
+        first = serve()
+        client = await _client(f"{first.url}/a2a/approval")
+        request = _message("Plan a team offsite")
+        request.configuration.task_push_notification_config.url = url
+        request.configuration.task_push_notification_config.token = "tok-old"
+        asked = _task(await _sent(client, request))
+        await _notified(2)  # sent while the first server held the token
+        await _close(client)
+        first.__exit__(None, None, None)
+
+        _Webhook.got = []
+        second = serve()
+        client = await _client(f"{second.url}/a2a/approval")
+        listed = await client.list_task_push_notification_configs(
+            pb.ListTaskPushNotificationConfigsRequest(task_id=asked.id)
+        )
+        assert [(c.id, c.url, c.token) for c in listed.configs] == [(asked.id, url, "")]
+        again = pb.TaskPushNotificationConfig(task_id=asked.id, id="again", url=url, token="new")
+        await client.create_task_push_notification_config(again)
+        done = _task(await _sent(client, _message("approve", task_id=asked.id)))
+        assert done.status.state == S.TASK_STATE_COMPLETED
+        sent = await _notified(2)  # the start and the end, to the config set again only
+        assert [token for token, _ in sent] == ["new", "new"]
+        assert sent[-1][1]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        await _close(client)
+    finally:
+        hook.shutdown()
+        hook.server_close()
