@@ -14,9 +14,11 @@ a call that was cut off before it answered. Bad arguments are a JSON-RPC ``inval
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Mapping
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +71,34 @@ def tool_name(assistant_id: str) -> str:
     """An MCP tool name (letters, digits, ``_ - .``) for an assistant id (``math@v2``:
     ``math_v2``)."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", assistant_id)[:128]
+
+
+def tool_names(assistant_ids: Iterable[str]) -> dict[str, str]:
+    """Each assistant id's tool name, unique: :func:`tool_name` where no other id gives the same
+    name; where several do (``math@v2`` and ``math_v2``), the id that is the name itself keeps
+    it and each other one gets ``_`` and 8 hex digits of its id's SHA-256. A name so depends on
+    the ids that share it, never on their order."""
+    ids = sorted(set(assistant_ids))
+    plain = {i: tool_name(i) for i in ids}
+    shared = Counter(plain.values())
+    names = {
+        i: name if shared[name] == 1 or name == i else _suffixed(name, i)
+        for i, name in plain.items()
+    }
+    taken: dict[str, str] = {}
+    for i, name in names.items():  # a suffixed name that is also an assistant's own name
+        if name in taken:
+            raise ValueError(
+                f"assistants {taken[name]!r} and {i!r} are both MCP tool {name!r}; "
+                "rename one of them"
+            )
+        taken[name] = i
+    return names
+
+
+def _suffixed(name: str, assistant_id: str) -> str:
+    digest = hashlib.sha256(assistant_id.encode()).hexdigest()[:8]
+    return f"{name[:119]}_{digest}"
 
 
 def _input_schema(assistant: Assistant) -> dict[str, Any]:
@@ -147,6 +177,10 @@ class McpTools:
     def __init__(self, app: App, routes: RunRoutes) -> None:
         self.app = app
         self.routes = routes
+        served = list(app.assistants)  # the system assistants, fixed for the server's life
+        names = tool_names(a.assistant_id for a in served)
+        self.tools = {names[a.assistant_id]: a for a in served}
+        """The assistants by tool name (a clash of names fails here, at server start)."""
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=version("aworld-graph"),
@@ -176,7 +210,7 @@ class McpTools:
         return _Transport(self.manager, await self.app.raw_body(request))
 
     def _assistants(self) -> dict[str, Assistant]:
-        return {tool_name(a.assistant_id): a for a in self.app.assistants}
+        return self.tools
 
     async def _list(
         self, ctx: Any, params: types.PaginatedRequestParams | None
@@ -188,6 +222,7 @@ class McpTools:
                 description=a.description or f"Run the workflow {a.assistant_id}.",
                 input_schema=_input_schema(a),
                 output_schema=OUTPUT_SCHEMA,
+                _meta={"aworld-graph/assistant_id": a.assistant_id},
             )
             for name, a in self._assistants().items()
         ]

@@ -24,6 +24,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from aworld_graph.checkpoint import TrajectorySaver
+from aworld_graph.server import Assistant, create_app
 from tests.server import apps
 from tests.server.conftest import LiveServer
 
@@ -138,6 +140,45 @@ async def test_bad_arguments_are_an_mcp_error_naming_the_field(
         thread = finished.structured_content["thread_id"]  # type: ignore[index]
         with pytest.raises(MCPError, match="not waiting for input"):
             await session.call_tool("counter", {"thread_id": thread, "resume": "yes"})
+
+
+def _clashing() -> list[Assistant]:
+    """Two assistants whose ids make the same MCP name (``math_v2``): a counter and a chat."""
+    return [
+        Assistant.of(apps.counter, assistant_id="math@v2", target="tests.server.apps:counter"),
+        Assistant.of(apps.chat, assistant_id="math_v2", target="tests.server.apps:chat"),
+    ]
+
+
+async def test_ids_that_make_the_same_tool_name_are_both_tools_named_apart(
+    store: TrajectorySaver,
+) -> None:
+    listed = []
+    for served in (_clashing(), _clashing()[::-1]):  # the names do not depend on the order
+        with LiveServer(create_app(served, store=store, api_key="")) as server:
+            async with _session(server.url, key=None) as session:
+                tools = {t.name: t for t in (await session.list_tools()).tools}
+                listed.append(sorted(tools))
+                suffixed = next(name for name in tools if name != "math_v2")
+                by_id = {t.meta["aworld-graph/assistant_id"]: t for t in tools.values()}  # type: ignore[index]
+                counted = await session.call_tool(suffixed, {"input": "one two"})
+                chatted = await session.call_tool("math_v2", {"input": "hi"})
+    assert listed[0] == listed[1] and len(listed[0]) == 2
+    assert suffixed.startswith("math_v2_") and len(suffixed) == len("math_v2_") + 8
+    assert by_id["math@v2"].name == suffixed and by_id["math@v2"].title == "math@v2"
+    assert by_id["math_v2"].name == "math_v2" and by_id["math_v2"].title == "math_v2"
+    assert counted.structured_content["answer"] == "2 words"  # type: ignore[index]
+    assert chatted.structured_content["answer"] == "turn 1: hi"  # type: ignore[index]
+
+
+def test_a_suffixed_tool_name_that_is_another_assistants_id_fails_at_start(
+    store: TrajectorySaver,
+) -> None:
+    probe = create_app(_clashing(), store=store, api_key="")
+    name = next(n for n in probe.state.server.mcp.tools if n != "math_v2")
+    taken = Assistant.of(apps.gated, assistant_id=name, target="tests.server.apps:gated")
+    with pytest.raises(ValueError, match=f"'math@v2' and '{name}' are both MCP tool '{name}'"):
+        create_app([*_clashing(), taken], store=store, api_key="")
 
 
 def test_without_the_key_mcp_is_401_and_says_nothing_of_the_tools(
