@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StrictBool, Tag
 
 __all__ = [
     "AgentCard",
@@ -41,6 +41,14 @@ CARD_KINDS = ("agent", "critic", "human", "function", "remote")
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
+def _env_bool(value: Any) -> Any:
+    """``true``/``false`` as text too (what a ``${VAR}`` gives); any other value is left for
+    the strict check, which names the field."""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return value
+
+
 class _Spec(BaseModel):
     model_config = ConfigDict(
         extra="forbid", use_attribute_docstrings=True, populate_by_name=True, frozen=True
@@ -68,6 +76,9 @@ class ModelSettings(_Spec):
     """Seconds to wait for one model call."""
     params: dict[str, Any] | None = None
     """Extra parameters for ``chat.completions.create`` (``max_tokens``, ``top_p``, ...)."""
+    record_tokens: Annotated[StrictBool, BeforeValidator(_env_bool)] = False
+    """Keep the prompt's and the sampled completion's token ids and logprobs in each LLM call's
+    trace record (``true`` for rollouts meant for training; docs/training.md)."""
 
 
 class DemoCall(_Spec):

@@ -201,6 +201,8 @@ def _model(data: dict[str, Any], conf: AgentConfig | None, meta: dict[str, Any])
         model["timeout"] = conf.timeout
     if conf.params:
         model["params"] = dict(conf.params)
+    if conf.record_tokens:
+        model["record_tokens"] = True
     data["model"] = model
 
 
