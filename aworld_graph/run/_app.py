@@ -6,13 +6,15 @@ input to the graph as it is (a bare string becomes a user message: ``{"messages"
 answers an interrupt with ``Command(resume=...)``, continues a stopped thread with ``None``,
 and hands the sink LangGraph's own stream parts (updates, checkpoints, chat-model messages,
 custom writes). It runs on the store's checkpointer, as LangGraph's server runs a graph on its
-own: a checkpointer the graph was compiled with is replaced.
+own: a checkpointer the graph was compiled with is replaced, and so is its ``BaseStore`` where
+one goes with that checkpointer (:meth:`AppGraph.use_store`; the server's item store).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+import weakref
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -21,6 +23,7 @@ from langchain_core.runnables.config import DEFAULT_RECURSION_LIMIT
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.pregel import Pregel
+from langgraph.store.base import BaseStore
 from langgraph.types import CheckpointPayload, Command, StreamMode
 
 from ..swarm.graph import BuiltGraph, LangGraphApp
@@ -49,11 +52,29 @@ class AppGraph(BuiltGraph):
             entry="",
             info={"name": app.name, "kind": "langgraph"},
         )
+        self._stores: weakref.WeakKeyDictionary[BaseCheckpointSaver[Any], BaseStore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def use_store(self, checkpointer: BaseCheckpointSaver[Any], store: BaseStore | None) -> None:
+        """Give the graph's runs on ``checkpointer`` ``store`` as their ``BaseStore`` (a
+        node's ``store`` argument, ``runtime.store``, ``get_store()``), in place of any it was
+        compiled with, as LangGraph's server gives a graph its store; ``None`` takes it back
+        (the graph's own store again). Kept per checkpointer: one source can be served by two
+        servers, each with its own store."""
+        if store is None:
+            self._stores.pop(checkpointer, None)
+        else:
+            self._stores[checkpointer] = store
+        self._compiled.pop(id(checkpointer), None)  # bound again, with this store
 
     def _bind(
         self, graph: Pregel[Any, Any, Any, Any], checkpointer: BaseCheckpointSaver[Any] | None
     ) -> CompiledStateGraph[Any, Any, Any, Any]:
         update: dict[str, Any] = {"checkpointer": checkpointer}
+        # looked up only where a store was given: an unhashable checkpointer binds as before
+        if self._stores and checkpointer is not None and checkpointer in self._stores:
+            update["store"] = self._stores[checkpointer]
         if graph.name == "LangGraph":
             update["name"] = self.app.name
         # a Pregel of the functional API is not a CompiledStateGraph; both run alike here

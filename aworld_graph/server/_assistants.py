@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
-from ..run import GraphSource, LangGraphApp, as_source, built
+from ..run import AppGraph, GraphSource, LangGraphApp, as_source, built
 from ._wire import ApiError, clean, input_text, now
 
 if TYPE_CHECKING:
+    from langgraph.store.base import BaseStore
+
     from ._assistant_table import AssistantTable
 
 __all__ = ["Assistant", "Assistants", "target_key"]
@@ -371,6 +373,14 @@ class Assistants:
         from ._assistant_table import AssistantTable
 
         self.table = AssistantTable(saver)
+
+    def give_store(self, saver: Any, store: BaseStore) -> None:
+        """Give the served LangGraph applications' runs on ``saver`` ``store`` (a node's
+        ``store``, ``runtime.store``), as LangGraph's server gives a graph its store."""
+        for a in self.by_id.values():
+            graph = built(a.source)
+            if isinstance(graph, AppGraph):
+                graph.use_store(saver, store)
 
     @classmethod
     def load(

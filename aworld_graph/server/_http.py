@@ -92,6 +92,7 @@ class ServerApp:
         self.runs = RunManager(saver)
         self.threads = Threads(saver, assistants, self.runs)
         self.store = ItemStore(saver.database)
+        assistants.give_store(saver, self.store)  # a graph's nodes read and write these items
         crons = CronTable(saver.database)
         self.crons = CronScheduler(crons, self)
         run = self.run_routes = RunRoutes(self)

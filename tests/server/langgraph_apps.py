@@ -1,6 +1,6 @@
 """LangGraph applications the server tests serve as a LangGraph user writes them (no aworld-graph
 import): plain ``StateGraph``s with LangChain messages, an interrupt, a factory, a subgraph, a
-runtime context, a custom stream. Their one chat model is LangChain's fake one, so nothing uses
+runtime context, a custom stream, a store. Their one chat model is LangChain's fake one, so nothing uses
 the network."""
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
@@ -117,5 +119,31 @@ _outer.add_edge(START, "inner")
 _outer.add_edge("inner", END)
 nested = _outer.compile()
 """``chat`` as a subgraph (node ``inner``)."""
+
+
+class NoteState(TypedDict, total=False):
+    note: str
+    before: str | None
+    after: str | None
+
+
+def recall(state: NoteState, store: BaseStore) -> dict[str, Any]:
+    """A node given the store as a parameter: reads the note kept before this run."""
+    kept = store.get(("notes",), "k")
+    return {"before": kept.value["text"] if kept else None}
+
+
+async def remember(state: NoteState, runtime: Runtime[None]) -> dict[str, Any]:
+    """A node reading ``runtime.store``: keeps the run's note, then reads it back."""
+    assert runtime.store is not None, "the graph was run without a store"
+    await runtime.store.aput(("notes",), "k", {"text": state["note"]})
+    kept = await runtime.store.aget(("notes",), "k")
+    return {"after": kept.value["text"] if kept else None}
+
+
+_notes = StateGraph(NoteState).add_sequence([recall, remember]).add_edge(START, "recall")
+notes = _notes.compile(store=InMemoryStore())  # its own store: the server's replaces it
+"""Reads the note under ``("notes",)``, key ``k`` (``before``), then keeps the run's ``note``
+there and reads it back (``after``)."""
 
 not_a_graph = 42

@@ -2,8 +2,8 @@
 ``langgraph-sdk`` client and ``RemoteGraph``: a plain ``StateGraph`` with a messages reducer
 (values, updates, messages and custom streams; its own state schema), an interrupt answered
 with ``Command(resume=...)``, a graph factory called with the run's config, a subgraph, a
-``langgraph.json`` project (graphs, env, dependencies) served by ``aworld-graph serve``, and
-bad projects refused with one line naming the file, the field and the fix.
+``langgraph.json`` project (graphs, env, dependencies) served by ``aworld-graph serve``, the
+server's store given to a graph's nodes (the items of the store API), and bad projects refused with one line naming the file, the field and the fix.
 
 Where LangGraph's semantics are the graph's own (its values after a run, an interrupt, a
 resume, a state edit), each is compared with the same graph run in this process on LangGraph's
@@ -469,3 +469,26 @@ async def test_a_cancelled_app_run_leaves_its_thread_as_before_it(store: Traject
             assert after["said"] == ["before", "done", "after", "done"]
         finally:
             await sdk.aclose()
+
+
+async def test_a_graphs_nodes_use_the_servers_store(store: TrajectorySaver) -> None:
+    """LangGraph's server gives a served graph its store: what a node puts (``store`` as a
+    parameter, or ``runtime.store``) is an item of ``/store/items``, and an item put over the
+    API is what the next run reads. The store the graph was compiled with is replaced."""
+    served = Assistant.of(apps.notes, assistant_id="notes")
+    with LiveServer(create_app([served], store=store, api_key="")) as live:
+        sdk = get_client(url=live.url, api_key=None)
+        try:
+            first = await sdk.runs.wait(None, "notes", input={"note": "buy milk"})
+            assert first["before"] is None and first["after"] == "buy milk"
+            item = await sdk.store.get_item(["notes"], "k")
+            assert item["value"] == {"text": "buy milk"} and item["namespace"] == ["notes"]
+
+            await sdk.store.put_item(["notes"], "k", {"text": "from the API"})
+            second = await sdk.runs.wait(None, "notes", input={"note": "call Bob"})
+            assert second["before"] == "from the API" and second["after"] == "call Bob"
+            assert (await sdk.store.get_item(["notes"], "k"))["value"] == {"text": "call Bob"}
+        finally:
+            await sdk.aclose()
+    own = apps.notes.store
+    assert own is not None and own.get(("notes",), "k") is None  # not the graph's own store
