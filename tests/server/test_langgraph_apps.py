@@ -17,15 +17,10 @@ from __future__ import annotations
 import asyncio
 import json
 import operator
-import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import pytest
 from click.testing import CliRunner
 from langchain_core.messages import messages_from_dict
@@ -42,7 +37,7 @@ from aworld_graph.cli import main
 from aworld_graph.run import LangGraphApp
 from aworld_graph.server import Assistant, create_app, load_graph, read_project, source_of
 from tests.server import langgraph_apps as apps
-from tests.server.app_server import app_sdk, app_server  # noqa: F401 (fixtures)
+from tests.server.app_server import ServeProcess, app_sdk, app_server  # noqa: F401 (fixtures)
 from tests.server.conftest import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -266,61 +261,14 @@ def _project(root: Path, env: Any = ".env", graphs: Any = None) -> Path:
     return path
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Served:
-    """``aworld-graph serve ARGS`` in a child process on 127.0.0.1, in folder ``cwd``."""
-
-    def __init__(self, cwd: Path, *args: str) -> None:
-        port = _port()
-        self.url = f"http://127.0.0.1:{port}"
-        environ = {**os.environ, "PYTHONPATH": str(ROOT)}
-        environ.pop("AWORLD_GRAPH_API_KEY", None)
-        environ.pop("GREETING_SUFFIX", None)
-        command = [sys.executable, "-c", "from aworld_graph.cli import main; main()", "serve"]
-        self.out = cwd / f"serve-{port}.out"
-        with self.out.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [*command, *args, "--port", str(port), "--db", str(cwd / "served.db")],
-                cwd=cwd,
-                env=environ,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 60
-        while True:  # bounded wait for the port to answer
-            try:
-                if httpx.get(f"{self.url}/ok", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"serve did not start: {self.out.read_text()!r}")
-            time.sleep(0.05)
-
-    def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
-        return self.out.read_text()
-
-
 @pytest.mark.parametrize("how", ["--config", "in its folder"])
 async def test_a_langgraph_json_project_is_served_with_env_and_dependencies(
     tmp_path: Path, how: str
 ) -> None:
     config = _project(tmp_path / "project")
     args = ["--config", str(config)] if how == "--config" else []
-    served = Served(config.parent if args == [] else tmp_path, *args)
+    cwd = config.parent if args == [] else tmp_path
+    served = ServeProcess(args, cwd=cwd, db=cwd / "served.db", env={"GREETING_SUFFIX": None})
     try:
         client = get_client(url=served.url, api_key=None)
         try:

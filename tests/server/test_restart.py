@@ -6,63 +6,28 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from langgraph_sdk import get_client
 
-ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "from aworld_graph.cli import main; main()"]
+from tests.server.app_server import CLI, ROOT, ServeProcess, free_port
 
 pytestmark = pytest.mark.slow
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+_port = free_port
 
 
-class Served:
-    """``aworld-graph serve`` in a child process on 127.0.0.1."""
+class Served(ServeProcess):
+    """``aworld-graph serve`` of ``tests.server.apps``' workflows named ``served`` (default:
+    ``slow``) on ``port`` over store ``db``, with ``env`` set."""
 
     def __init__(self, db: Path, port: int, *served: str, **env: str) -> None:
-        """Serve ``tests.server.apps``' workflows named ``served`` (default: ``slow``)."""
-        self.url = f"http://127.0.0.1:{port}"
         targets = [f"tests.server.apps:{name}" for name in served or ("slow",)]
-        args = ["serve", *targets, "--port", str(port), "--db", str(db)]
-        environ = {**os.environ, "PYTHONPATH": str(ROOT), **env}
-        environ.pop("AWORLD_GRAPH_API_KEY", None)
-        self.log_path = db.parent / f"serve-{port}-{time.monotonic_ns()}.log"
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [*CLI, *args], cwd=ROOT, env=environ, stdout=subprocess.DEVNULL, stderr=log
-            )
-        deadline = time.monotonic() + 60
-        while True:  # bounded wait for the port to answer
-            try:
-                if httpx.get(f"{self.url}/ok", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"serve did not start: {self.log()!r}")
-            time.sleep(0.05)
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        self.proc.wait(30)
-
-    def log(self) -> str:
-        """What the server wrote to stderr."""
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
+        super().__init__(targets, db=db, port=port, env=env)
 
 
 @pytest.fixture
