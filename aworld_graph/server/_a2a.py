@@ -60,7 +60,7 @@ from ._wire import ApiError, now
 if TYPE_CHECKING:
     from ._app import App, Handler, Rows
 
-__all__ = ["CARD_PATH", "TASK_KEY", "A2ARoutes", "is_card"]
+__all__ = ["CARD_PATH", "MESSAGE_KEY", "TASK_KEY", "A2ARoutes", "is_card"]
 
 log = logging.getLogger("aworld_graph.server")
 
@@ -71,6 +71,11 @@ and under each assistant's prefix, ``/a2a/{assistant_id}``."""
 TASK_KEY = "a2a_task"
 """The run metadata key naming the A2A task a run continues (absent on the run that started
 it: its own id is the task's)."""
+
+MESSAGE_KEY = "a2a_message"
+"""The run metadata key holding the ``messageId`` of the message that started the run: a
+message sent again with the same id in the same context (a client that lost the answer) is
+answered with the task that took it, and starts nothing."""
 
 State = pb.TaskState
 _TERMINAL = frozenset(
@@ -334,9 +339,25 @@ class A2ATasks:
 
     # -- sending ---------------------------------------------------------------------------
 
+    async def taken(self, message: pb.Message, assistant: Assistant) -> _Chain | None:
+        """The task that already took a message with this ``messageId`` in the message's
+        context (or its task's), or ``None``."""
+        thread_id = message.context_id
+        if message.task_id:
+            chain = await self.chain(message.task_id, assistant)
+            thread_id = chain.thread_id if chain is not None else thread_id
+        if not thread_id or not message.message_id:
+            return None
+        rows = await asyncio.to_thread(self.runs.table.of_thread, thread_id)
+        for row in rows:
+            metadata = row["metadata"] or {}
+            if metadata.get(MESSAGE_KEY) == message.message_id:
+                return await self.chain(str(metadata.get(TASK_KEY) or row["run_id"]), assistant)
+        return None
+
     async def send(self, message: pb.Message, assistant: Assistant) -> tuple[Run, _Chain | None]:
         """Start the run a message asks for; the task it continues (``None``: a new one)."""
-        text = _text_of(message)
+        text, ident = _text_of(message), message.message_id
         if message.task_id:
             chain = await self.chain(message.task_id, assistant)
             if chain is None:
@@ -348,9 +369,10 @@ class A2ATasks:
                     message=f"task {chain.task_id} belongs to context {chain.thread_id}, not "
                     f"{message.context_id}; send its contextId or none"
                 )
-            return await self._follow(chain, text, assistant), chain
+            return await self._follow(chain, text, assistant, ident), chain
         if not message.context_id:
-            return await self._start(str(uuid.uuid4()), assistant, text, new_thread=True), None
+            run = await self._start(str(uuid.uuid4()), assistant, text, ident, new_thread=True)
+            return run, None
         thread_id = message.context_id
         try:
             check_id("message.contextId", thread_id)
@@ -358,7 +380,7 @@ class A2ATasks:
             raise InvalidParamsError(message=exc.message) from None
         if not await self.threads.exists(thread_id):
             await self.threads.create({"thread_id": thread_id})
-            return await self._start(thread_id, assistant, text), None
+            return await self._start(thread_id, assistant, text, ident), None
         owner = await self.threads.assistant_of(thread_id)
         if owner is not None and owner.graph_id != assistant.graph_id:
             raise InvalidParamsError(
@@ -370,10 +392,10 @@ class A2ATasks:
         if chains and chains[-1].latest and not self.runs.busy(thread_id):
             task = await self.task(chains[-1])
             if task.status.state == State.TASK_STATE_INPUT_REQUIRED:  # the next message answers
-                return await self._follow(chains[-1], text, assistant), chains[-1]
-        return await self._start(thread_id, assistant, text), None
+                return await self._follow(chains[-1], text, assistant, ident), chains[-1]
+        return await self._start(thread_id, assistant, text, ident), None
 
-    async def _follow(self, chain: _Chain, text: str, assistant: Assistant) -> Run:
+    async def _follow(self, chain: _Chain, text: str, assistant: Assistant, ident: str) -> Run:
         """The run that answers or continues ``chain`` with ``text``."""
         state = await self._thread_state(chain.thread_id)
         kind = (await self.task(chain, state)).status.state
@@ -389,16 +411,17 @@ class A2ATasks:
             )
         if state.get("interrupts"):  # a human step: the message is its answer
             return await self._start(
-                chain.thread_id, assistant, None, resume=text, task_id=chain.task_id
+                chain.thread_id, assistant, None, ident, resume=text, task_id=chain.task_id
             )
         # stopped mid-run: continue from the last checkpoint (the message has nothing to add)
-        return await self._start(chain.thread_id, assistant, None, task_id=chain.task_id)
+        return await self._start(chain.thread_id, assistant, None, ident, task_id=chain.task_id)
 
     async def _start(
         self,
         thread_id: str,
         assistant: Assistant,
         text: str | None,
+        ident: str,
         *,
         resume: str | None = None,
         task_id: str | None = None,
@@ -413,7 +436,7 @@ class A2ATasks:
             text=text,
             resume=resume,
             multitask_strategy="reject",
-            metadata={TASK_KEY: task_id} if task_id else {},
+            metadata={**({TASK_KEY: task_id} if task_id else {}), MESSAGE_KEY: ident},
             kwargs={
                 "input": None if text is None else {"input": text},
                 "command": {"resume": resume} if has_resume else None,
@@ -527,11 +550,15 @@ class A2AAgent(RequestHandler):
             await self.tasks.notify(chain.task_id, self.assistant)
         return await self.tasks.task(await self._chain(params.id))  # as stored now
 
-    async def _send(self, params: pb.SendMessageRequest) -> tuple[Run, _Chain]:
+    async def _send(self, params: pb.SendMessageRequest) -> tuple[Run | None, _Chain]:
         """Start the run a message asks for, with its webhook, if it names one; the run and
-        its task."""
+        its task. A message sent again (its ``messageId`` taken in its context) starts
+        nothing: its task's last run, if it still goes, and its task."""
         config = params.configuration if params.HasField("configuration") else None
         validate_history_length(config)
+        taken = await self.tasks.taken(params.message, self.assistant)
+        if taken is not None:
+            return self.tasks.runs.get(str(taken.last["run_id"])), taken
         hook = None
         if config is not None and config.HasField("task_push_notification_config"):
             hook = config.task_push_notification_config
@@ -547,7 +574,7 @@ class A2AAgent(RequestHandler):
     async def on_message_send(self, params: pb.SendMessageRequest, context: Any) -> pb.Task:
         run, chain = await self._send(params)
         config = params.configuration if params.HasField("configuration") else None
-        if not (config and config.return_immediately):
+        if run is not None and not (config and config.return_immediately):
             await run.done.wait()
         task = await self.tasks.task(await self._chain(chain.task_id))
         return apply_history_length(task, config)
@@ -558,8 +585,9 @@ class A2AAgent(RequestHandler):
     ) -> AsyncGenerator[Any]:
         run, chain = await self._send(params)
         yield await self.tasks.task(chain)
-        async for event in self._follow(chain, run, 0):
-            yield event
+        if run is not None:
+            async for event in self._follow(chain, run, 0):
+                yield event
 
     @_answers
     async def on_subscribe_to_task(
