@@ -13,6 +13,13 @@ quantized to the type it had in the original file (``gguf.quants``; F32 for a 1-
 F16 otherwise where the gguf package cannot quantize that type). The metadata and the
 tokenizer are copied unchanged.
 
+Re-quantizing to a 4-bit type rounds each weight to a step of its block's scale, far larger
+than a fine-tuning step (a learning rate of 1e-5 moves a weight by about that much), so the
+update can vanish in the new file. ``tensor_type="F32"`` writes every updated tensor as
+float32 (the trained values exactly); ``"F16"`` as float16 (half the size; its resolution,
+about 1e-3 of a weight's magnitude, can still round away the smallest steps). 1-D tensors
+(norms) are written as F32 in both.
+
 A tensor whose values are exactly those the original file de-quantizes to keeps its original
 bytes: re-quantizing a de-quantized tensor can move a value by a rounding step, and a tensor
 the training did not touch should not change. Tensors the model has no parameter for are
@@ -45,17 +52,29 @@ class WrittenGGUF:
     kept: list[str] = field(default_factory=list)
     """GGUF names of the tensors copied byte for byte (unchanged values, or no parameter)."""
     retyped: dict[str, str] = field(default_factory=dict)
-    """Tensors written in another type than the original's, GGUF name → ``"Q6_K→F16"``
-    (the gguf package cannot quantize to the original type)."""
+    """Tensors written in another type than the original's, GGUF name → ``"Q4_1→F32"``
+    (``tensor_type`` asked for it, or the gguf package cannot quantize to the original type)."""
 
 
-def write_gguf(model: Any, *, original: str | Path, out: str | Path) -> WrittenGGUF:
+TENSOR_TYPES = ("F16", "F32")
+"""What ``write_gguf(tensor_type=...)`` takes besides ``None`` (each tensor's original type)."""
+
+
+def write_gguf(
+    model: Any, *, original: str | Path, out: str | Path, tensor_type: str | None = None
+) -> WrittenGGUF:
     """Write ``model``'s weights (a transformers causal LM loaded from ``original`` with
     ``gguf_file=``, possibly trained since) as a new GGUF file ``out`` with the original's
-    metadata, tokenizer and tensor types."""
+    metadata and tokenizer. An updated tensor gets the original's type (``tensor_type=None``)
+    or ``"F16"``/``"F32"`` (1-D ones F32); an unchanged one keeps its original bytes."""
     import numpy as np
     from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter, Keys, quants
 
+    if tensor_type is not None and tensor_type not in TENSOR_TYPES:
+        raise ValueError(
+            f"tensor_type={tensor_type!r}: use None (each tensor's original type), "
+            + " or ".join(repr(t) for t in TENSOR_TYPES)
+        )
     original, out = Path(original), Path(out)
     if out.resolve() == original.resolve():
         raise ValueError(
@@ -96,7 +115,10 @@ def write_gguf(model: Any, *, original: str | Path, out: str | Path) -> WrittenG
             if np.array_equal(values, before):
                 written.kept.append(tensor.name)
             else:
-                data, qtype = _quantize(values, tensor.tensor_type, quants, GGMLQuantizationType)
+                want = tensor.tensor_type
+                if tensor_type is not None:
+                    want = GGMLQuantizationType[tensor_type if values.ndim > 1 else "F32"]
+                data, qtype = _quantize(values, want, quants, GGMLQuantizationType)
                 if qtype != tensor.tensor_type:
                     written.retyped[tensor.name] = f"{tensor.tensor_type.name}→{qtype.name}"
                 written.updated.append(tensor.name)

@@ -7,6 +7,7 @@ from the original; one changed weight lands in the new file at the place it was 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,3 +79,58 @@ def test_unchanged_then_one_changed_weight(tmp_path: Path) -> None:
     assert moved[row, col] > 0.3, "the changed weight did not reach the file"
     assert abs(as_hf[row, col] - (old + 0.5)) < 0.1
     assert np.unravel_index(np.argmax(moved), moved.shape) == (row, col)
+
+
+def _as_hf(path: Path, name: str, heads: int) -> Any:
+    """Tensor ``name`` of the GGUF file at ``path``, de-quantized and in transformers' order."""
+    from gguf import GGUFReader, quants
+    from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
+
+    tensor = {t.name: t for t in GGUFReader(path).tensors}[name]
+    values = quants.dequantize(tensor.data, tensor.tensor_type)
+    processor = LlamaTensorProcessor(
+        config={"num_attention_heads": heads, "num_key_value_heads": heads}
+    )
+    return tensor.tensor_type.name, processor.process(values, name).weights
+
+
+@pytest.mark.local_model
+def test_a_fine_tuning_step_survives_in_float_tensors(tmp_path: Path) -> None:
+    import numpy as np
+    import torch
+    from gguf import GGUFReader
+
+    original = model_path()
+    model = loaded.causal_lm()
+    heads = model.config.num_attention_heads
+    name = "blk.0.attn_q.weight"
+    with torch.no_grad():
+        q = model.model.layers[0].self_attn.q_proj.weight
+        q[40, 100] += 1e-5  # a step of the size a learning rate of 1e-5 takes
+        q[3, 7] -= 1e-5
+    trained = q.detach().numpy().copy()
+
+    as_original = write_gguf(model, original=original, out=tmp_path / "q41.gguf")
+    kind, values = _as_hf(as_original.path, name, heads)
+    assert kind == "Q4_1" and values[40, 100] != trained[40, 100]  # 4 bits cannot hold it
+
+    f32 = write_gguf(model, original=original, out=tmp_path / "f32.gguf", tensor_type="F32")
+    assert f32.updated == [name] and f32.retyped == {name: "Q4_1→F32"}
+    kind, values = _as_hf(f32.path, name, heads)
+    assert kind == "F32" and np.array_equal(values, trained)  # every trained value, exactly
+
+    f16 = write_gguf(model, original=original, out=tmp_path / "f16.gguf", tensor_type="F16")
+    assert f16.retyped == {name: "Q4_1→F16"}
+    kind, values = _as_hf(f16.path, name, heads)
+    assert kind == "F16" and np.array_equal(values, trained.astype(np.float16))
+    src = {t.name: t for t in GGUFReader(original).tensors}
+    new = {t.name: t for t in GGUFReader(f16.path).tensors}
+    assert all(  # the tensors training did not touch keep their bytes
+        np.array_equal(src[n].data, new[n].data) and src[n].tensor_type == new[n].tensor_type
+        for n in src
+        if n != name
+    )
+    assert greedy(f16.path).strip()  # llama.cpp serves a file of mixed types
+
+    with pytest.raises(ValueError, match="tensor_type='Q8'.*'F16' or 'F32'"):
+        write_gguf(model, original=original, out=tmp_path / "x.gguf", tensor_type="Q8")
