@@ -24,6 +24,7 @@ from ..errors import ThreadBusy
 from ..swarm.graph import BuiltGraph
 from ..task import Task, TaskResponse
 from ._app import AppGraph, drive_app
+from ._langchain_events import WorkflowEvents, root_run_id
 from ._response import no_new_turn, pending_nodes, respond, run_loop, step_modes
 from .events import AgentEvent, EventSink
 
@@ -113,7 +114,8 @@ async def drive(
     ``events`` receives the run's events (:data:`~.events.RunEvent`); with ``states`` also
     what the nodes of each superstep wrote (:class:`~.events.Update`) and each saved
     checkpoint (:class:`~.events.State`), and the parts of LangGraph's stream modes named in
-    ``steps`` (``tasks``, ``debug``) as they are (:class:`~.events.Step`).
+    ``steps`` (``tasks``, ``debug``, ``events``) as they are (:class:`~.events.Step`; a
+    workflow's ``events`` are made by :class:`~._langchain_events.WorkflowEvents`).
 
     A saver that can (``TrajectorySaver.ahold``) lets this run alone write its thread; when
     another process or worker runs it now, the response says so (``success=False``) and
@@ -238,40 +240,64 @@ async def _drive(
     chain: dict[int, str] = {}
     last: CheckpointPayload[dict[str, Any]] | None = None
 
-    async def loop() -> None:
+    def take(mode: str, chunk: Any) -> None:
         nonlocal last
+        if mode == "updates":  # a node's delta; a tool call's task result is not one
+            if isinstance(chunk, dict):
+                delta = {k: v for k, v in chunk.items() if k != TOOL_CALL_TASK}
+                updates.update(delta)
+                if states and events is not None and delta:
+                    events({"event": "update", "updates": delta})
+        elif mode == "checkpoints":
+            last = cast(CheckpointPayload[dict[str, Any]], chunk)
+            chain[int(last["metadata"].get("step", -1))] = chunk["config"]["configurable"][
+                "checkpoint_id"
+            ]
+            tracing.checkpoint_saved(last)
+            if states and events is not None:
+                events({"event": "state", "checkpoint": last})
+        elif events is not None:
+            if mode in passed:
+                events({"event": "step", "mode": cast(Any, mode), "data": chunk})
+            if mode != "debug":
+                _forward(mode, chunk, events)
+
+    options: dict[str, Any] = {
+        "stream_mode": modes,
+        "context": context,
+        "interrupt_before": stops[0],
+        "interrupt_after": "*" if one_step else stops[1],
+        "durability": "sync",  # a step's checkpoint is on disk before the next step starts
+    }
+
+    async def loop() -> None:
         # Given a list of stream modes, astream yields (mode, chunk) pairs; LangGraph's
         # annotation types each item as a chunk alone.
         mode: str
         chunk: Any
-        async for mode, chunk in compiled.astream(
-            payload,
-            config,
-            stream_mode=modes,
-            context=context,
-            interrupt_before=stops[0],
-            interrupt_after="*" if one_step else stops[1],
-            durability="sync",  # a step's checkpoint is on disk before the next step starts
-        ):
-            if mode == "updates":  # a node's delta; a tool call's task result is not one
-                if isinstance(chunk, dict):
-                    delta = {k: v for k, v in chunk.items() if k != TOOL_CALL_TASK}
-                    updates.update(delta)
-                    if states and events is not None and delta:
-                        events({"event": "update", "updates": delta})
-            elif mode == "checkpoints":
-                last = cast(CheckpointPayload[dict[str, Any]], chunk)
-                chain[int(last["metadata"].get("step", -1))] = chunk["config"]["configurable"][
-                    "checkpoint_id"
-                ]
-                tracing.checkpoint_saved(last)
-                if states and events is not None:
-                    events({"event": "state", "checkpoint": last})
-            elif events is not None:
-                if mode in passed:
-                    events({"event": "step", "mode": cast(Any, mode), "data": chunk})
-                if mode != "debug":
-                    _forward(mode, chunk, events)
+        if "events" not in passed or events is None:
+            async for mode, chunk in compiled.astream(payload, config, **options):
+                take(mode, chunk)
+            return
+        # LangChain's event stream of the run, as LangGraph's server streams a graph's: the
+        # graph's own stream parts are the root's on_chain_stream events
+        sink = events
+        root = root_run_id(config.get("metadata") or {})
+        models = {name: runtime.model.name for name, runtime in graph.runtimes.items()}
+        translate = WorkflowEvents(
+            str(root), models, lambda e: sink({"event": "step", "mode": "events", "data": e})
+        )
+        conf = cast(RunnableConfig, {**config, "run_id": root})
+        try:
+            async for event in compiled.astream_events(payload, conf, version="v2", **options):
+                if event["event"] == "on_chain_stream" and event["run_id"] == str(root):
+                    mode, chunk = event["data"]["chunk"]
+                    take(mode, chunk)
+                    translate.part(mode, chunk)
+                else:
+                    translate.event(event)
+        finally:
+            translate.flush()  # the ends of the nodes that ended before the run stopped
 
     budget = config["configurable"]["max_steps"]
     over = f"the run exceeded its step budget (max_steps={budget})"

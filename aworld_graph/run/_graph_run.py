@@ -159,7 +159,7 @@ class GraphRun:
         entries under the run's own) and ``context`` LangGraph's runtime context.
         ``interrupt_before`` / ``interrupt_after``: node names (or ``"*"``) the run stops
         before or after, as LangGraph's ``astream`` takes them (continue with no input).
-        ``steps``: stream modes (``tasks``, ``debug``; an app's ``events``) whose parts go to
+        ``steps``: stream modes (``tasks``, ``debug``, ``events``) whose parts go to
         ``events`` as they are (:class:`~.events.Step`, with ``states``).
         """
         response, _ = await drive(

@@ -60,7 +60,8 @@ async def run_loop(
 
 STEP_MODES = ("tasks", "debug", "events")
 """LangGraph stream modes a run can pass on to its sink as they are (:class:`~.events.Step`);
-``events`` is LangChain's ``astream_events`` (v2) of a LangGraph application."""
+``events`` is LangChain's ``astream_events`` (v2) of the run (a workflow's with its model and
+tool calls as LangChain's chat model and tool events)."""
 
 
 def step_modes(steps: Sequence[str], events: Any, states: bool) -> list[Any]:

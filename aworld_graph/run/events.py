@@ -179,8 +179,8 @@ class State(TypedDict):
 class Step(TypedDict):
     """A part of one of LangGraph's own stream modes that a run was asked to pass on as it
     is (``tasks``: each task's start and result; ``debug``: checkpoints and tasks with their
-    step and time; ``events``, a LangGraph application's only: LangChain's ``astream_events``
-    v2 events)."""
+    step and time; ``events``: LangChain's ``astream_events`` v2 events, a workflow's agents'
+    model calls and tool calls as chat model and tool events)."""
 
     event: Literal["step"]
     mode: Literal["tasks", "debug", "events"]

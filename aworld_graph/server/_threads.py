@@ -28,7 +28,7 @@ from ._runs import RunManager, stamp
 from ._thread_table import ThreadTable
 from ._wire import ApiError, checkpoint_ref, clean, snapshot_json, to_messages
 
-__all__ = ["Threads"]
+__all__ = ["StateWatch", "Threads"]
 
 _STORED_ONLY = ("source", "step", "parents", "writes", "run_id", "forked_from")
 
@@ -48,6 +48,41 @@ def _config(thread_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
     return {"configurable": conf}
 
 
+class StateWatch:
+    """The state updates of one thread that a thread stream (``GET /threads/{id}/stream``
+    with ``state_update``) has still to send, as LangGraph's server streams them: each edit of
+    the state (``POST /threads/{id}/state``) as ``{"state": ThreadState, "thread_id"}``."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[frozenset[str], dict[str, Any]]] = []
+        """Each update not yet sent, with the ids of the thread's runs the server held when
+        it was made (the runs that came before it)."""
+        self.changed = asyncio.Event()
+        """Set when an update comes; cleared when they are taken."""
+
+    def put(self, runs: frozenset[str], update: dict[str, Any]) -> None:
+        self.updates.append((runs, update))
+        self.changed.set()
+
+    def take(self, before: str | None = None) -> list[dict[str, Any]]:
+        """The updates to send now, in order: all of them, or (``before``: a run's id) those
+        made before that run was started."""
+        out = [u for runs, u in self.updates if before is None or before not in runs]
+        self.updates = [(r, u) for r, u in self.updates if before is not None and before in r]
+        if not self.updates:
+            self.changed.clear()
+        return out
+
+    async def wait(self, other: asyncio.Event) -> None:
+        """Return when an update comes or ``other`` is set."""
+        waits = [asyncio.ensure_future(e.wait()) for e in (self.changed, other)]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+
+
 class Threads:
     """Thread operations over one ``TrajectorySaver``."""
 
@@ -57,6 +92,32 @@ class Threads:
         self.runs = runs
         self.metadata = ThreadTable(saver)
         """The metadata set on threads that have runs (laid over their checkpoints')."""
+        self.watches: dict[str, list[StateWatch]] = {}
+        """The open thread streams that send state updates, per thread."""
+
+    def watch(self, thread_id: str) -> StateWatch:
+        """The state updates of ``thread_id`` from now on, until :meth:`unwatch`."""
+        watch = StateWatch()
+        self.watches.setdefault(thread_id, []).append(watch)
+        return watch
+
+    def unwatch(self, thread_id: str, watch: StateWatch) -> None:
+        """Stop handing ``watch`` the updates of ``thread_id``."""
+        left = [w for w in self.watches.get(thread_id, ()) if w is not watch]
+        if left:
+            self.watches[thread_id] = left
+        else:
+            self.watches.pop(thread_id, None)
+
+    async def _publish(self, thread_id: str, compiled: Any) -> None:
+        """Hand the thread's state, as it stands after an edit, to its watches."""
+        if not self.watches.get(thread_id):
+            return
+        snapshot = await compiled.aget_state(_config(thread_id))
+        update = {"state": self._state_json(snapshot, thread_id), "thread_id": thread_id}
+        runs = frozenset(r.run_id for r in self.runs.of(thread_id))
+        for watch in self.watches.get(thread_id, ()):
+            watch.put(runs, update)
 
     # -- lookup ----------------------------------------------------------------------------
 
@@ -345,6 +406,7 @@ class Threads:
             raise ApiError(409, "cannot_update", str(exc)) from None
         except (ValueError, KeyError) as exc:  # LangGraph: unknown node or channel
             raise ApiError(422, "invalid_update", f"{type(exc).__name__}: {exc}") from None
+        await self._publish(thread_id, compiled)
         return {"checkpoint": checkpoint_ref(config)}
 
     def _state_json(self, snapshot: Any, thread_id: str) -> dict[str, Any]:
