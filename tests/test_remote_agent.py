@@ -454,3 +454,30 @@ def test_killed_while_a_langgraph_run_goes_the_resume_joins_it(tmp_path: Path) -
 
 def _remote_runs(store: TrajectorySaver) -> set[str]:
     return {str(t.metadata.get("run_id")) for t in store.list(None) if t.metadata.get("run_id")}
+
+
+@pytest.mark.slow
+def test_killed_while_subscribed_to_a_served_a2a_task_the_resume_subscribes_again(
+    tmp_path: Path,
+) -> None:
+    """The served agent streams, so the node follows its task by subscription; killed while
+    it does, the resumed node subscribes to the same task (nothing is sent again)."""
+    served = Assistant.of(apps.gated, target="tests.server.apps:gated")
+    db = tmp_path / "crash.db"
+    with TrajectorySaver(tmp_path / "remote.db") as store:
+        with LiveServer(create_app([served], store=store, api_key="")) as server:
+            env = {**os.environ, "PYTHONPATH": str(ROOT), "AWORLD_GRAPH_DB": str(db)}
+            env |= {"REMOTE_URL": f"{server.url}/a2a/gated"}
+            env.pop("REMOTE_ASSISTANT", None)
+            tasks: list[str] = []
+
+            def sent() -> str | None:
+                tasks.extend([] if tasks else _task_ids(db))
+                return tasks[0] if tasks else None
+
+            _kill_when_saved(env, db, sent)
+            apps.GATE.set()
+            out = _resume(env)
+            runs = _remote_runs(store)
+    assert out["answer"] == "1 words" and out["status"] == "finished", out
+    assert runs == {tasks[0]}  # the task's one run: subscribed to again, not sent again

@@ -12,6 +12,17 @@ id, a LangGraph thread id) are derived from the run's thread, step and node, so 
 between sending and saving finds the remote task by them (LangGraph) or sends a message a
 server can recognise as the same (A2A).
 
+A remote agent that waits for a person (an A2A task in ``input-required``, a LangGraph run
+stopped at an interrupt) makes this node the run's own human step: the run stops with the
+remote's prompt (LangGraph ``interrupt``, as :class:`~aworld_graph.swarm.nodes.Human` does),
+and the person's answer is sent as the next message on the same remote task (A2A: with its
+task and context ids; LangGraph: a run on the same thread that resumes it), which then goes on.
+Each answer is sent by a checkpointed task too, under an id derived from the node's and the
+answer's number, so a resumed node replays the answers it sent instead of sending them again.
+
+An A2A task is followed by subscribing to it (``SubscribeToTask``) when the agent's card says it
+streams, else by polling ``GetTask`` every ``poll_interval`` seconds.
+
 A remote agent that does not answer within ``timeout``, answers something unreadable, fails,
 or cannot be reached is a :class:`~aworld_graph.errors.ToolError` naming the agent and the
 URL: the node fails, the failure is kept in the run's trajectory, and resuming the run joins
@@ -33,6 +44,7 @@ from urllib.parse import urlsplit
 import httpx
 from langchain_core.runnables import RunnableConfig
 from langgraph.func import task
+from langgraph.types import interrupt
 
 from ..agent.runtime import TOOL_CALL_TASK
 from ..errors import DefinitionError, ToolError
@@ -80,7 +92,8 @@ class RemoteAgent(Node):
     """Seconds to wait for the answer before the call is a tool error (resume the run to wait
     again)."""
     poll_interval: float = 0.5
-    """Seconds between two looks at a remote A2A task that has not finished."""
+    """Seconds between two looks at a remote A2A task that has not finished, when the agent's
+    card says it does not stream (one that streams is followed by subscription)."""
     description: str = ""
     """What the remote agent does."""
     fn: Any = field(default=None, init=False, repr=False)
@@ -131,10 +144,18 @@ class RemoteAgent(Node):
         ident = str(uuid.uuid5(_IDS, seed))
         started = time.monotonic()
         sent: dict[str, Any] = {}
+        replies: list[str] = []
         try:
             async with asyncio.timeout(self.timeout):
                 sent = await _send(self, text, ident)  # saved before the wait: a resume joins it
-                answer = await self._answer(sent)
+                while isinstance(answer := await self._answer(sent), _Asked):
+                    # the remote waits for a person: this run's own human step
+                    value = interrupt(
+                        {"node": self.name, "prompt": answer.prompt, "answer": state.get("answer")}
+                    )
+                    replies.append(value if isinstance(value, str) else json.dumps(value))
+                    again = str(uuid.uuid5(_IDS, f"{seed}|{len(replies)}"))
+                    sent = await _reply(self, sent, replies[-1], again, answer.mark)
         except TimeoutError:
             where = f"remote {_named(sent)}" if sent else "sending it did not finish"
             raise self._failure(
@@ -152,8 +173,11 @@ class RemoteAgent(Node):
         }
         record["sub_thread"] = str(sent.get("task_id") or sent.get("thread_id") or "") or None
         record["raw"] = {"url": self.url, "protocol": self.protocol, **sent}  # what sending got
+        if replies:
+            record["raw"]["replies"] = replies
+        said = [{"role": "user", "content": reply, "_agent": self.name} for reply in replies]
         return {
-            "messages": [{"role": "assistant", "content": answer, "_agent": self.name}],
+            "messages": [*said, {"role": "assistant", "content": answer, "_agent": self.name}],
             "answer": answer,
             "outputs": {self.name: answer},
             "trace": record,
@@ -186,7 +210,21 @@ class RemoteAgent(Node):
         except Exception as exc:  # unreachable, refused, or an answer that is not A2A
             raise self._failure(f"sending failed: {_said(exc)}") from None
 
-    async def _answer(self, sent: dict[str, Any]) -> str:
+    async def reply(self, sent: dict[str, Any], text: str, ident: str, mark: str) -> dict[str, Any]:
+        """Send a person's answer ``text`` to the remote task ``sent`` waits on (whose waiting
+        ``mark`` it answers); the ids to join it by."""
+        try:
+            if self.protocol == "langgraph":
+                return await self._resume_run(sent, text)
+            return await self._start_task(text, ident, sent, mark)
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise self._failure(
+                f"sending the answer to {_named(sent)} failed: {_said(exc)}"
+            ) from None
+
+    async def _answer(self, sent: dict[str, Any]) -> str | _Asked:
         if "answer" in sent:  # an A2A agent that answered with a message, not a task
             return str(sent["answer"])
         try:
@@ -223,7 +261,21 @@ class RemoteAgent(Node):
         finally:
             await client.aclose()
 
-    async def _join_run(self, sent: dict[str, Any]) -> str:
+    async def _resume_run(self, sent: dict[str, Any], text: str) -> dict[str, Any]:
+        client = self._sdk()
+        thread_id = sent["thread_id"]
+        try:
+            runs = await client.runs.list(thread_id, limit=1)
+            if runs and str(runs[0]["run_id"]) != sent["run_id"]:  # sent before a crash
+                return {"thread_id": thread_id, "run_id": str(runs[0]["run_id"])}
+            run = await client.runs.create(
+                thread_id, str(self.assistant_id), command={"resume": text}
+            )
+            return {"thread_id": thread_id, "run_id": str(run["run_id"])}
+        finally:
+            await client.aclose()
+
+    async def _join_run(self, sent: dict[str, Any]) -> str | _Asked:
         client = self._sdk()
         try:
             values = await client.runs.join(sent["thread_id"], sent["run_id"])
@@ -233,11 +285,13 @@ class RemoteAgent(Node):
             raise self._failure(f"answered {_shown(values)}, not the thread's values")
         if values.get("__error__"):
             raise self._failure(f"the remote run failed: {_shown(values['__error__'])}")
-        if values.get("__interrupt__"):
-            raise self._failure(
-                f"the remote run waits for a person's input (thread {sent['thread_id']}); "
-                "answer it there, then resume this run"
-            )
+        asked = values.get("__interrupt__")
+        if asked:
+            first = asked[0] if isinstance(asked, list) else asked
+            value = first.get("value") if isinstance(first, dict) else first
+            prompt = value.get("prompt") if isinstance(value, dict) else value
+            text = prompt if isinstance(prompt, str) else json.dumps(prompt, default=str)
+            return _Asked(text, str(sent["run_id"]))
         answer = values.get("answer")
         if answer is None:
             messages = values.get("messages")
@@ -249,58 +303,106 @@ class RemoteAgent(Node):
 
     # -- A2A -------------------------------------------------------------------------------
 
-    async def _a2a(self, http: httpx.AsyncClient) -> Any:
-        from a2a.client import ClientConfig, create_client
+    async def _a2a(self, http: httpx.AsyncClient, *, follow: bool = False) -> tuple[Any, bool]:
+        """A client of the agent and whether it streams (its card says so). ``follow``: a
+        client that subscribes to tasks (else one whose sends return at once)."""
+        from a2a.client import A2ACardResolver, ClientConfig, create_client
 
-        config = ClientConfig(streaming=False, polling=True, httpx_client=http)
-        return await create_client(self.url, client_config=config)
+        card = await A2ACardResolver(http, self.url).get_agent_card()
+        streams = bool(card.capabilities.streaming)
+        config = ClientConfig(streaming=follow and streams, polling=True, httpx_client=http)
+        return await create_client(card, client_config=config), streams
 
     def _http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(headers=self.headers(), timeout=30)
 
-    async def _start_task(self, text: str, ident: str) -> dict[str, Any]:
+    async def _start_task(
+        self, text: str, ident: str, on: dict[str, Any] | None = None, mark: str = ""
+    ) -> dict[str, Any]:
+        """Send ``text`` as message ``ident``: a new task in context ``ident`` (a server can
+        tell a message sent again by its id in its context), or, with ``on``, the next
+        message of that task, answering its waiting ``mark``."""
         from a2a.helpers import get_message_text, new_text_message
         from a2a.types import Role, SendMessageRequest
 
         message = new_text_message(text, role=Role.ROLE_USER)
         message.message_id = ident
+        message.context_id = on["context_id"] if on else ident
+        if on:
+            message.task_id = on["task_id"]
         async with self._http() as http:
-            client = await self._a2a(http)
+            client, _ = await self._a2a(http)
             try:
                 async for event in client.send_message(SendMessageRequest(message=message)):
                     if event.HasField("task"):
-                        return {"task_id": event.task.id, "context_id": event.task.context_id}
+                        found = {"task_id": event.task.id, "context_id": event.task.context_id}
+                        return {**found, "answered": mark} if mark else found
                     if event.HasField("message"):
                         return {"answer": get_message_text(event.message)}
             finally:
                 await client.close()
         raise self._failure("the agent answered with neither a task nor a message")
 
-    async def _join_task(self, sent: dict[str, Any]) -> str:
-        from a2a.types import GetTaskRequest, TaskState
+    async def _join_task(self, sent: dict[str, Any]) -> str | _Asked:
+        from a2a.types import GetTaskRequest
 
-        ended = {TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED}
-        ended |= {TaskState.TASK_STATE_REJECTED}
-        waiting = {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
         async with self._http() as http:
-            client = await self._a2a(http)
+            client, streams = await self._a2a(http, follow=True)
             try:
                 while True:
                     found = await client.get_task(GetTaskRequest(id=sent["task_id"]))
-                    state = found.status.state
-                    if state == TaskState.TASK_STATE_COMPLETED:
+                    outcome = self._outcome(found.id, found.status, sent.get("answered"))
+                    if isinstance(outcome, _Asked):
+                        return outcome
+                    if outcome:
                         return self._task_text(found)
-                    if state in ended:
-                        why = _status_text(found) or TaskState.Name(state)
-                        raise self._failure(f"remote task {sent['task_id']} ended: {why}")
-                    if state in waiting:
-                        raise self._failure(
-                            f"remote task {sent['task_id']} waits for input: "
-                            f"{_status_text(found) or TaskState.Name(state)}"
-                        )
-                    await asyncio.sleep(self.poll_interval)
+                    if not (streams and await self._follow(client, sent)):
+                        await asyncio.sleep(self.poll_interval)
             finally:
                 await client.close()
+
+    async def _follow(self, client: Any, sent: dict[str, Any]) -> bool:
+        """Follow the task's stream until it says the task ended or waits; whether it did
+        (``False``: the stream ended first, or the server has no stream for the task now)."""
+        from a2a.types import SubscribeToTaskRequest
+        from a2a.utils.errors import UnsupportedOperationError
+
+        try:
+            async for event in client.subscribe(SubscribeToTaskRequest(id=sent["task_id"])):
+                kind = event.WhichOneof("payload")
+                if kind not in ("task", "status_update"):
+                    continue
+                status = event.task.status if kind == "task" else event.status_update.status
+                if self._outcome(sent["task_id"], status, sent.get("answered")):
+                    return True
+        except UnsupportedOperationError:  # ended or waiting already: GetTask reads it
+            return True
+        return False
+
+    def _outcome(self, task_id: str, status: Any, answered: str | None) -> _Asked | bool:
+        """What a task's ``status`` means: ``True`` (completed), an :class:`_Asked` (it waits
+        for a person; not the waiting ``answered`` already answered), or ``False`` (it still
+        goes); a failed or refused task is a tool error."""
+        from a2a.types import TaskState
+
+        state = status.state
+        if state == TaskState.TASK_STATE_COMPLETED:
+            return True
+        if state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED) or (
+            state == TaskState.TASK_STATE_REJECTED
+        ):
+            why = _said_in(status) or TaskState.Name(state)
+            raise self._failure(f"remote task {task_id} ended: {why}")
+        if state == TaskState.TASK_STATE_AUTH_REQUIRED:
+            raise self._failure(
+                f"remote task {task_id} waits for authentication: {_said_in(status) or 'say how'}"
+            )
+        if state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            mark = f"{status.message.message_id}|{status.timestamp.ToJsonString()}"
+            if mark == answered:  # the answer sent has not been taken up yet
+                return False
+            return _Asked(_said_in(status) or "the remote agent asks for input", mark)
+        return False
 
     def _task_text(self, found: Any) -> str:
         from a2a.helpers import get_artifact_text
@@ -312,10 +414,23 @@ class RemoteAgent(Node):
         return text
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """A remote task that waits for a person: what it asks, and which waiting this is (so
+    an answer already sent is not taken for a new question)."""
+
+    prompt: str
+    mark: str
+
+
 def _status_text(found: Any) -> str:
+    return _said_in(found.status)
+
+
+def _said_in(status: Any) -> str:
     from a2a.helpers import get_message_text
 
-    return get_message_text(found.status.message) if found.status.HasField("message") else ""
+    return get_message_text(status.message) if status.HasField("message") else ""
 
 
 def _request(state: SwarmState) -> str:
@@ -355,3 +470,12 @@ async def _send(agent: RemoteAgent, text: str, ident: str) -> dict[str, Any]:
     """Send ``text`` to ``agent``: a LangGraph task, so the ids it answers are saved in the
     checkpoint as soon as it returns (a resumed node reads them back instead of sending)."""
     return await agent.start(text, ident)
+
+
+@_named_task(TOOL_CALL_TASK)
+async def _reply(
+    agent: RemoteAgent, sent: dict[str, Any], text: str, ident: str, mark: str
+) -> dict[str, Any]:
+    """Send a person's answer to the remote task ``sent`` waits on: a LangGraph task like
+    :func:`_send`, so a resumed node replays it instead of sending it again."""
+    return await agent.reply(sent, text, ident, mark)
