@@ -79,7 +79,13 @@ def recording_tokens(on: bool = True) -> Iterator[None]:
     """Within this block, OpenAI-compatible model calls ask for the sampled token ids and
     their logprobs (``logprobs=true``, and vLLM's ``return_token_ids`` except at
     api.openai.com, which refuses unknown fields) and return them in
-    :attr:`ModelResponse.tokens`. Set by an agent whose ``AgentConfig.record_tokens`` is on."""
+    :attr:`ModelResponse.tokens`. Set by an agent whose ``AgentConfig.record_tokens`` is on.
+
+    vLLM reads ``return_token_ids``; llama.cpp's server and vLLM before it had the field
+    ignore it (they answer without ids). An endpoint that refuses unknown fields (HTTP 400
+    or 422: OpenAI, Gemini's and Mistral's APIs) gets the request again without it; when that
+    succeeds the tokens record says the field was refused, and the model object sends it no
+    more."""
     token = _RECORD_TOKENS.set(on)
     try:
         yield
@@ -260,6 +266,9 @@ class OpenAIModel:
         self._client = client
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._keeper: AsyncIterator[None] | None = None
+        self._token_ids_refused: str | None = None
+        """What the endpoint answered to ``return_token_ids`` (HTTP 400/422) when a request
+        without it then succeeded; later calls leave the field out."""
         register_secret(api_key)  # an endpoint may echo it into an error message
         self._client_args: dict[str, Any] = {
             "api_key": api_key or "not-needed",
@@ -319,17 +328,24 @@ class OpenAIModel:
         want_tokens = _RECORD_TOKENS.get()
         if want_tokens:
             kwargs["logprobs"] = True
-            if "api.openai.com" not in self._where():
+            if "api.openai.com" not in self._where() and self._token_ids_refused is None:
                 kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "return_token_ids": True}
         started = time.perf_counter()
         attempt = 0
         retried: list[str] = []
+        refused: str | None = None
         notes = _RETRIED.set(retried)
         try:
             while True:
                 try:
                     response = await self._call(kwargs, on_token)
                     break
+                except _TokenIdsRefused as answer:
+                    refused = str(answer)
+                    extra = {
+                        k: v for k, v in kwargs["extra_body"].items() if k != "return_token_ids"
+                    }
+                    kwargs = {**kwargs, "extra_body": extra}
                 except _Unusable as bad:
                     if attempt >= self.max_retries:
                         raise ModelError(
@@ -343,10 +359,14 @@ class OpenAIModel:
                     attempt += 1
         finally:
             _RETRIED.reset(notes)
+        if refused is not None:  # the same request without the field was answered
+            self._token_ids_refused = refused
         response.latency_ms = (time.perf_counter() - started) * 1000
         response.retried = retried
         if want_tokens:
-            response.tokens = take_tokens(response.raw, response.model or self.name, self._where())
+            response.tokens = take_tokens(
+                response.raw, response.model or self.name, self._where(), self._token_ids_refused
+            )
         return response
 
     def _where(self) -> str:
@@ -378,6 +398,10 @@ class OpenAIModel:
             shown = f": {_short(doc, 120)!r}" if isinstance(doc, str) else ""
             raise _Unusable(f"{type(exc).__name__}: {_short(str(exc), 120)}{shown}") from None
         except openai.APIStatusError as exc:
+            if exc.status_code in (400, 422) and (kwargs.get("extra_body") or {}).get(
+                "return_token_ids"
+            ):
+                raise _TokenIdsRefused(f"HTTP {exc.status_code}: {_short(exc.message)}") from exc
             raise ModelError(
                 f"model endpoint {self._where()} answered HTTP "
                 f"{exc.status_code} for model {self.name!r}: {_short(exc.message)}; "
@@ -489,13 +513,16 @@ def _gather_sampled(into: dict[str, Any], choice: Any) -> None:
         logprobs["content"].extend(c.model_dump(mode="json") for c in content)
 
 
-def take_tokens(raw: dict[str, Any], model: str, where: str) -> dict[str, Any]:
+def take_tokens(
+    raw: dict[str, Any], model: str, where: str, refused: str | None = None
+) -> dict[str, Any]:
     """The sampled tokens of a reply, taken out of ``raw`` (which keeps the rest): vLLM's
     ``prompt_token_ids`` and the choice's ``token_ids``, the logprob of each sampled token
     (OpenAI's ``logprobs.content``) and the embedded model's ``aworld_tokens`` notes (its
     tokenizer, which tokens it sampled, where the stored text lies in the decoded ids).
 
-    Without token ids the result says so (``available: False`` and why), keeping the
+    Without token ids the result says so (``available: False`` and why: ``refused`` is what
+    the endpoint answered to ``return_token_ids``, if it refused the field), keeping the
     logprobs an endpoint gave: nothing is re-tokenized and presented as sampled."""
     choices = raw.get("choices") or [{}]
     choice = choices[0] if isinstance(choices[0], dict) else {}
@@ -506,6 +533,8 @@ def take_tokens(raw: dict[str, Any], model: str, where: str) -> dict[str, Any]:
     logprobs = [float(c.get("logprob", 0.0)) for c in content if isinstance(c, dict)]
     if not isinstance(prompt_ids, list) or not isinstance(ids, list):
         told = "logprobs but no token ids" if logprobs else "no token ids"
+        if refused is not None:
+            told += f" (it refused the request field return_token_ids: {refused})"
         out: dict[str, Any] = {
             "available": False,
             "reason": f"the endpoint {where} (model {model!r}) returned {told}; serve the model "
@@ -542,6 +571,10 @@ async def _note_error_status(response: httpx.Response) -> None:
 
 class _Unusable(Exception):
     """A 200 reply whose body is not a chat completion; retried, then a ModelError."""
+
+
+class _TokenIdsRefused(Exception):
+    """HTTP 400/422 to a request with ``return_token_ids``; sent again without the field."""
 
 
 def _content_kind(body: object) -> str:

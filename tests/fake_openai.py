@@ -10,7 +10,9 @@ Replies are scripted in order; each is one of:
   ``threading.Event``) is set (60 s at most).
 
 Requests with ``"stream": true`` are answered as server-sent events, chunked like OpenAI.
-Every request body is recorded in ``server.requests``.
+Every request body is recorded in ``server.requests``. ``FakeOpenAI(reject_unknown_fields=True)``
+answers a request with a field OpenAI's API does not know (vLLM's ``return_token_ids``…) as
+OpenAI does: HTTP 400 "Unrecognized request argument supplied: <field>", scripted reply kept.
 """
 
 from __future__ import annotations
@@ -47,10 +49,21 @@ def body(code: int, data: bytes, content_type: str = "application/json") -> dict
     return {"kind": "body", "code": code, "data": data, "type": content_type, "delay": 0.0}
 
 
+OPENAI_FIELDS = frozenset({
+    "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "temperature", "top_p",
+    "n", "stream", "stream_options", "stop", "max_tokens", "max_completion_tokens",
+    "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "user",
+    "seed", "response_format", "service_tier", "store", "metadata", "modalities", "audio",
+    "prediction", "reasoning_effort", "verbosity", "web_search_options", "prompt_cache_key",
+    "safety_identifier", "functions", "function_call",
+})
+"""The request fields of OpenAI's chat completions API."""
+
+
 class FakeOpenAI:
     """Start with ``with FakeOpenAI() as server:``; ``server.url`` is the ``/v1`` base URL."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, reject_unknown_fields: bool = False) -> None:
         self.script: deque[dict[str, Any]] = deque()
         self.requests: list[dict[str, Any]] = []
         self.default: dict[str, Any] | None = None
@@ -69,6 +82,12 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 outer.requests.append({"body": body, "headers": dict(self.headers)})
+                unknown = sorted(set(body) - OPENAI_FIELDS) if reject_unknown_fields else []
+                if unknown:
+                    self._json(400, {"error": {
+                        "message": f"Unrecognized request argument supplied: {', '.join(unknown)}",
+                        "type": "invalid_request_error", "param": None, "code": None}})
+                    return
                 plan = outer.script.popleft() if outer.script else outer.default
                 if plan is None:
                     self._json(500, {"error": {"message": "fake server: no scripted reply left"}})
