@@ -1,5 +1,8 @@
 """MCP served by the server: each assistant is a tool, over streamable HTTP at ``/mcp`` (behind
-the API key) or over stdio (``aworld-graph serve --mcp-stdio WORKFLOW``).
+the API key) or over stdio (``aworld-graph serve --mcp-stdio WORKFLOW``). The served workflows
+are tools from the server's start; the assistants created over the API (``POST /assistants``)
+are tools from the moment they are made until they are deleted: each list and call reads them
+from the store.
 
 A tool call is a run of the assistant on the server's store, started and awaited through the
 same :class:`~._runs.RunManager` as ``POST /threads/{id}/runs/wait``: the thread it ran on is
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import re
 import uuid
 from collections import Counter
@@ -39,6 +43,8 @@ if TYPE_CHECKING:
     from ._run_routes import RunRoutes
 
 __all__ = ["McpTools", "serve_stdio"]
+
+log = logging.getLogger("aworld_graph.server")
 
 SERVER_NAME = "aworld-graph"
 """The name the server reports in its MCP handshake."""
@@ -78,22 +84,34 @@ def tool_names(assistant_ids: Iterable[str]) -> dict[str, str]:
     name; where several do (``math@v2`` and ``math_v2``), the id that is the name itself keeps
     it and each other one gets ``_`` and 8 hex digits of its id's SHA-256. A name so depends on
     the ids that share it, never on their order."""
-    ids = sorted(set(assistant_ids))
+    names, clashes = _named(assistant_ids, {})
+    if clashes:
+        raise ValueError(clashes[0])
+    return names
+
+
+def _named(
+    assistant_ids: Iterable[str], given: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """:func:`tool_names` of ``assistant_ids`` beside the tools ``given`` already (name: id),
+    whose names they yield (an id whose name is given gets the suffix); and a line for each id
+    left out because its suffixed name is taken too."""
+    ids = sorted(set(assistant_ids) - set(given.values()))
     plain = {i: tool_name(i) for i in ids}
-    shared = Counter(plain.values())
+    shared = Counter([*plain.values(), *given])
     names = {
-        i: name if shared[name] == 1 or name == i else _suffixed(name, i)
+        i: name if shared[name] == 1 or (name == i and name not in given) else _suffixed(name, i)
         for i, name in plain.items()
     }
-    taken: dict[str, str] = {}
+    taken, clashes = dict(given), []
     for i, name in names.items():  # a suffixed name that is also an assistant's own name
         if name in taken:
-            raise ValueError(
+            clashes.append(
                 f"assistants {taken[name]!r} and {i!r} are both MCP tool {name!r}; "
                 "rename one of them"
             )
-        taken[name] = i
-    return names
+        taken.setdefault(name, i)
+    return {i: n for i, n in names.items() if taken[n] == i and i not in given.values()}, clashes
 
 
 def _suffixed(name: str, assistant_id: str) -> str:
@@ -180,7 +198,8 @@ class McpTools:
         served = list(app.assistants)  # the system assistants, fixed for the server's life
         names = tool_names(a.assistant_id for a in served)
         self.tools = {names[a.assistant_id]: a for a in served}
-        """The assistants by tool name (a clash of names fails here, at server start)."""
+        """The served workflows by tool name (a clash of names fails here, at server start);
+        :meth:`catalog` adds the created assistants."""
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=version("aworld-graph"),
@@ -209,8 +228,17 @@ class McpTools:
         transport reads whatever comes)."""
         return _Transport(self.manager, await self.app.raw_body(request))
 
-    def _assistants(self) -> dict[str, Assistant]:
-        return self.tools
+    async def catalog(self) -> dict[str, Assistant]:
+        """The tools now, by name: the served workflows', then the assistants created over the
+        API (read from the store), named by the same rule; a created assistant whose name a
+        served workflow has gets the suffix, so a served workflow's tool never changes name."""
+        tools = dict(self.tools)
+        made = [a for a in await self.app.assistants.every() if not a.system]
+        given = {name: a.assistant_id for name, a in tools.items()}
+        names, clashes = _named((a.assistant_id for a in made), given)
+        for line in clashes:
+            log.warning("MCP: %s (left out of the tools)", line)
+        return tools | {names[a.assistant_id]: a for a in made if a.assistant_id in names}
 
     async def _list(
         self, ctx: Any, params: types.PaginatedRequestParams | None
@@ -218,22 +246,22 @@ class McpTools:
         tools = [
             types.Tool(
                 name=name,
-                title=a.assistant_id,
-                description=a.description or f"Run the workflow {a.assistant_id}.",
+                title=a.name or a.assistant_id,
+                description=a.description or _about(a),
                 input_schema=_input_schema(a),
                 output_schema=OUTPUT_SCHEMA,
                 _meta={"aworld-graph/assistant_id": a.assistant_id},
             )
-            for name, a in self._assistants().items()
+            for name, a in (await self.catalog()).items()
         ]
         return types.ListToolsResult(tools=tools)
 
     async def _call(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        assistant = self._assistants().get(params.name)
+        tools = await self.catalog()
+        assistant = tools.get(params.name)
         if assistant is None:
             raise _invalid(
-                f"no tool {params.name!r}; this server has {sorted(self._assistants())} "
-                "(tools/list lists them)"
+                f"no tool {params.name!r}; this server has {sorted(tools)} (tools/list lists them)"
             )
         text, thread_id, has_resume, resume = _checked(params.name, params.arguments or {})
         try:
@@ -297,6 +325,12 @@ class McpTools:
             structured_content=result,
             is_error=result["status"] == "error",
         )
+
+
+def _about(assistant: Assistant) -> str:
+    if assistant.system:
+        return f"Run the workflow {assistant.assistant_id}."
+    return f"Run the workflow {assistant.graph_id} as the assistant {assistant.assistant_id}."
 
 
 def _said(result: Mapping[str, Any]) -> str:
