@@ -15,7 +15,8 @@ from __future__ import annotations
 import time
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -68,13 +69,20 @@ class AppGraph(BuiltGraph):
             self._stores[checkpointer] = store
         self._compiled.pop(id(checkpointer), None)  # bound again, with this store
 
+    def _store(self, checkpointer: BaseCheckpointSaver[Any] | None) -> BaseStore | None:
+        """The store given for runs on ``checkpointer`` (:meth:`use_store`), if any."""
+        # looked up only where a store was given: an unhashable checkpointer binds as before
+        if self._stores and checkpointer is not None and checkpointer in self._stores:
+            return self._stores[checkpointer]
+        return None
+
     def _bind(
         self, graph: Pregel[Any, Any, Any, Any], checkpointer: BaseCheckpointSaver[Any] | None
     ) -> CompiledStateGraph[Any, Any, Any, Any]:
         update: dict[str, Any] = {"checkpointer": checkpointer}
-        # looked up only where a store was given: an unhashable checkpointer binds as before
-        if self._stores and checkpointer is not None and checkpointer in self._stores:
-            update["store"] = self._stores[checkpointer]
+        store = self._store(checkpointer)
+        if store is not None:
+            update["store"] = store
         if graph.name == "LangGraph":
             update["name"] = self.app.name
         # a Pregel of the functional API is not a CompiledStateGraph; both run alike here
@@ -83,14 +91,31 @@ class AppGraph(BuiltGraph):
     def compile(
         self, checkpointer: BaseCheckpointSaver[Any] | None, config: RunnableConfig | None = None
     ) -> CompiledStateGraph[Any, Any, Any, Any]:
-        """The graph on ``checkpointer``; a factory's made for ``config`` when given (not
-        cached), else the one made without a run (cached per checkpointer)."""
+        """The graph on ``checkpointer``, to read (a thread, its schemas, its drawing); a
+        factory's made for ``config`` when given (not cached), else the one made without a
+        run (cached per checkpointer). A run uses :meth:`open`."""
         if config is not None and self.app.factory:
-            return self._bind(self.app.make(config), checkpointer)
+            made = self.app.make(config, store=self._store(checkpointer))
+            return self._bind(made, checkpointer)
         key = id(checkpointer)
         if key not in self._compiled:
             self._compiled[key] = self._bind(self.default, checkpointer)
         return self._compiled[key]
+
+    @asynccontextmanager
+    async def open(
+        self, checkpointer: BaseCheckpointSaver[Any], config: RunnableConfig, context: Any = None
+    ) -> AsyncIterator[CompiledStateGraph[Any, Any, Any, Any]]:
+        """The graph a run with ``config`` runs, on ``checkpointer``: a factory's made for it
+        (awaited when ``async``; a context manager it returns held open for the block), as
+        LangGraph's server makes a graph for each run; ``context``: the run's, for the
+        factory's ``ServerRuntime``."""
+        if not self.app.factory:
+            yield self.compile(checkpointer)
+            return
+        store = self._store(checkpointer)
+        async with self.app.open(config, store=store, context=context) as made:
+            yield self._bind(made, checkpointer)
 
 
 def app_config(
@@ -132,6 +157,8 @@ def _in_schema(graph: Pregel[Any, Any, Any, Any], context: dict[str, Any]) -> di
 
 
 def _payload(task: Task, input: Any, resume: Any, fresh: bool, new_turn: bool) -> Any:
+    if isinstance(input, Command):  # the client's command (update, goto, resume) as it is
+        return input
     if resume is not None:
         return Command(resume=resume)
     if isinstance(input, str):
@@ -166,9 +193,39 @@ async def drive_app(
     run's config). ``events`` receives :class:`~.events.Message` and :class:`~.events.Custom`
     events, and with ``states`` each superstep's updates and each saved checkpoint, and the
     parts of the stream modes named in ``steps`` (:class:`~.events.Step`)."""
-    started = time.perf_counter()
     run_conf = app_config(task, graph, config)
-    compiled = graph.compile(checkpointer, run_conf)
+    async with graph.open(checkpointer, run_conf, context) as compiled:
+        return await _drive_app(
+            task,
+            compiled,
+            run_conf,
+            one_step,
+            resume,
+            events,
+            states,
+            new_turn,
+            input,
+            context,
+            stops,
+            steps,
+        )
+
+
+async def _drive_app(
+    task: Task,
+    compiled: CompiledStateGraph[Any, Any, Any, Any],
+    run_conf: RunnableConfig,
+    one_step: bool,
+    resume: Any,
+    events: EventSink | None,
+    states: bool,
+    new_turn: bool,
+    input: Any,
+    context: Any,
+    stops: tuple[Any, Any],
+    steps: Sequence[str],
+) -> tuple[TaskResponse, dict[str, Any]]:
+    started = time.perf_counter()
     snapshot = None if task.new_thread else await compiled.aget_state(run_conf)
     task.new_thread = False
     if snapshot is not None and snapshot.metadata:  # a continued run keeps what it recorded

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 
 from ..run import AppGraph, GraphSource, LangGraphApp, as_source, built
+from ._langgraph_app import app_command, steers
 from ._wire import ApiError, clean, input_text, now
 
 if TYPE_CHECKING:
@@ -347,7 +348,10 @@ class Assistant:
         }
         config = {**self.config, **run_config, "configurable": configurable}
         context = {**self.context, **run_context}
-        return {"input": kwargs.get("input"), "config": config, "context": context}
+        given = kwargs.get("input")
+        if self.is_app and steers(kwargs.get("command")):  # LangGraph's Command as the input
+            given = app_command(kwargs["command"])
+        return {"input": given, "config": config, "context": context}
 
 
 class Assistants:

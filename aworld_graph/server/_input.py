@@ -32,6 +32,7 @@ __all__ = [
     "ThreadPatch",
     "ThreadSearch",
     "before_id",
+    "check_command",
     "check_depth",
     "check_id",
     "query_count",
@@ -184,7 +185,7 @@ class RunCreate(_Body):
     assistant_id: Annotated[str, Field(strict=True, max_length=256)] = ""
     thread_id: Id | None = None
     input: Any = None
-    command: dict[str, Any] | None = None
+    command: Any = None  # checked by check_command, which names the field that is wrong
     metadata: Metadata | None = None
     stream_mode: Text | list[Text] | None = None
     multitask_strategy: Text | None = None
@@ -223,6 +224,59 @@ def validate(model: type[_Body], body: Mapping[str, Any]) -> None:
             field = str(error["loc"][0]) if error["loc"] else "body"
             problems.setdefault(field, f"{field}: {error['msg']}")
         raise ApiError(422, "invalid_field", "; ".join(problems.values())) from None
+
+
+_COMMAND_FIELDS = ("resume", "update", "goto")
+_GOTO_RULE = (
+    'a node name, {"node": NAME, "input": VALUE} (a Send: NAME runs with that input), or a '
+    "list of them"
+)
+
+
+def check_command(value: Any) -> dict[str, Any]:
+    """A run's ``command`` (``{}`` for none), as LangGraph's ``Command``: ``resume`` (any
+    value), ``update`` (an object of state keys, or a list of ``[key, value]`` pairs) and
+    ``goto`` (:data:`_GOTO_RULE`); anything else is a 422 naming the field and the rule."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ApiError(
+            422,
+            "invalid_command",
+            'command must be an object like {"resume": ...} or {"update": {...}, "goto": "node"}',
+        )
+    for key in value:
+        if key not in _COMMAND_FIELDS:
+            raise ApiError(
+                422,
+                "invalid_command",
+                f"command.{_shown(str(key))} is not a field of a command; it takes "
+                f"{', '.join(_COMMAND_FIELDS)}",
+            )
+    update = value.get("update")
+    pairs = isinstance(update, list) and all(
+        isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in update
+    )
+    if update is not None and not isinstance(update, dict) and not pairs:
+        raise ApiError(
+            422,
+            "invalid_command",
+            "command.update must be an object of state keys to values, or a list of "
+            '[key, value] pairs, like {"messages": [...]}',
+        )
+    goto = value.get("goto")
+    for n, item in enumerate(goto if isinstance(goto, list) else [goto]):
+        where = f"command.goto[{n}]" if isinstance(goto, list) else "command.goto"
+        if item is None and not isinstance(goto, list):
+            continue
+        if isinstance(item, dict):
+            node, extra = item.get("node"), sorted(set(item) - {"node", "input"})
+            if isinstance(node, str) and node and "input" in item and not extra:
+                continue
+        elif isinstance(item, str) and item:
+            continue
+        raise ApiError(422, "invalid_command", f"{where} must be {_GOTO_RULE}")
+    return dict(value)
 
 
 def check_depth(body: Mapping[str, Any]) -> None:

@@ -21,22 +21,27 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from langchain_core.messages import BaseMessage, BaseMessageChunk, message_chunk_to_message
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
+from langgraph.types import Command, Send
 
 from ..agent import Agent
 from ..errors import ConfigError, DefinitionError
 from ..run import GraphSource, LangGraphApp, as_source
 from ..secrets import register_secret
 from ..swarm import Swarm
+from ._wire import ApiError
 
 __all__ = [
     "CONFIG_FILE",
     "MessageParts",
     "Project",
+    "app_command",
+    "check_steering",
+    "steers",
     "graph_schemas",
     "load_graph",
     "read_project",
@@ -343,6 +348,83 @@ def graph_schemas(graph: Pregel[Any, Any, Any, Any]) -> dict[str, Any]:
         except Exception:  # LangGraph's server logs it and answers None
             out[name] = None
     return out
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+def steers(command: Any) -> bool:
+    """Whether a run's ``command`` (checked by ``check_command``) updates the state or says
+    where to go (more than a ``resume``)."""
+    return isinstance(command, Mapping) and any(
+        command.get(k) not in (None, [], {}) for k in ("update", "goto")
+    )
+
+
+class Steered(Protocol):
+    """What :func:`check_steering` reads of an assistant."""
+
+    @property
+    def is_app(self) -> bool: ...
+
+    @property
+    def graph_id(self) -> str: ...
+
+    def compiled(self) -> Any: ...
+
+
+def check_steering(assistant: Steered, command: Mapping[str, Any]) -> None:
+    """A 422 for a ``command`` that :func:`steers` a run of ``assistant`` where it cannot: a
+    workflow of this library (it takes ``resume`` only), or a node ``goto`` names or a key
+    ``update`` sets that the application's graph does not have (LangGraph would ignore that
+    write; a client would never learn it)."""
+    if not assistant.is_app:
+        field = "command.update" if command.get("update") not in (None, [], {}) else "command.goto"
+        raise ApiError(
+            422,
+            "invalid_command",
+            f"{field} is served for LangGraph applications; workflow {assistant.graph_id} "
+            "takes command={'resume': ...} only (edit its state with POST "
+            "/threads/{thread_id}/state)",
+        )
+    graph = assistant.compiled()
+    nodes = sorted(n for n in graph.nodes if not n.startswith("__"))
+    goto = command.get("goto")
+    for item in goto if isinstance(goto, list) else [] if goto is None else [goto]:
+        node = item if isinstance(item, str) else str(item["node"])
+        if node not in nodes:
+            raise ApiError(
+                422,
+                "invalid_command",
+                f"command.goto names node {node!r}, which graph {assistant.graph_id!r} does "
+                f"not have; its nodes: {', '.join(nodes)}",
+            )
+    update = command.get("update")
+    keys = [k for k, _ in update] if isinstance(update, list) else list(update or {})
+    for key in keys:
+        if key not in graph.channels or key.startswith(("__", "branch:")):
+            known = sorted(k for k in graph.stream_channels_list if not k.startswith("__"))
+            raise ApiError(
+                422,
+                "invalid_command",
+                f"command.update sets {key!r}, which is not a key of graph "
+                f"{assistant.graph_id!r}'s state; its keys: {', '.join(known)}",
+            )
+
+
+def app_command(command: Mapping[str, Any]) -> Command[Any]:
+    """A run's ``command`` (checked by ``check_command``) as LangGraph's ``Command``, as
+    LangGraph's server makes it: ``goto`` a list, each ``{"node", "input"}`` a ``Send``,
+    ``update`` pairs as tuples."""
+    goto = command.get("goto")
+    targets = [
+        item if isinstance(item, str) else Send(str(item["node"]), item["input"])
+        for item in (goto if isinstance(goto, list) else [] if goto is None else [goto])
+    ]
+    update = command.get("update")
+    if isinstance(update, list):
+        update = [(str(key), value) for key, value in update]
+    return Command(update=update, goto=targets, resume=command.get("resume"))
 
 
 # -- messages ------------------------------------------------------------------------------

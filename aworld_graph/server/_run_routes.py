@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ._input import MAX_BATCH, RunCreate, RunsCancel, query_count, validate
+from ._input import MAX_BATCH, RunCreate, RunsCancel, check_command, query_count, validate
+from ._langgraph_app import check_steering, steers
 from ._runs import STREAM_MODES, Run, event_name, run_json
 from ._webhooks import check_webhook
 from ._wire import ApiError, clean, sse
@@ -150,14 +151,13 @@ class RunRoutes:
             raise ApiError(
                 422, "invalid_strategy", f"multitask_strategy must be one of {_STRATEGIES}"
             )
-        command = body.get("command") or {}
-        if not isinstance(command, Mapping):
-            raise ApiError(422, "invalid_command", 'command must be an object like {"resume": ...}')
-        if any(v not in (None, (), [], {}) for k, v in command.items() if k != "resume"):
-            raise ApiError(422, "invalid_command", "only command={'resume': ...} is supported")
+        command = check_command(body.get("command"))
+        steering = steers(command)  # update/goto: LangGraph's Command(update=, goto=)
+        if steering:
+            check_steering(assistant, command)
         text = assistant.run_input(body)  # its input's text; config and context checked
         has_resume = "resume" in command
-        if has_resume and text is not None:
+        if (has_resume or steering) and text is not None:
             raise ApiError(422, "invalid_run", "send either input or command, not both")
         metadata = body.get("metadata") or {}
         new = thread_id is None
@@ -183,7 +183,8 @@ class RunRoutes:
             await self.threads.state(thread_id, start_at)
         busy = bool(self.runs.busy(thread_id))
         deferred = busy or start_at is not None  # checked on the state the run starts from
-        if not deferred and not new:  # else checked when the runs before it have ended
+        checked = not (steering and not has_resume)  # a command runs on any state, as in LangGraph
+        if checked and not deferred and not new:  # else checked when the runs before it end
             await self.check(thread_id, text, has_resume)
 
         async def later(run: Run) -> None:
@@ -203,7 +204,7 @@ class RunRoutes:
                     *("interrupt_before", "interrupt_after"),
                 )
             },
-            check=later if deferred else None,
+            check=later if deferred and checked else None,
             new_thread=new,
             modes=body["stream_mode"] if streamed else None,
             delay=float(body.get("after_seconds") or 0),

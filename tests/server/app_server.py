@@ -27,7 +27,15 @@ from tests.server import apps
 from tests.server import langgraph_apps as graphs
 from tests.server.conftest import LiveServer
 
-__all__ = ["CLI", "ROOT", "ServeProcess", "app_sdk", "app_server", "free_port", "served"]
+__all__ = [
+    "CLI",
+    "ROOT",
+    "ServeProcess",
+    "app_sdk",
+    "app_server",
+    "free_port",
+    "served",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from aworld_graph.cli import main; main()"]
@@ -113,8 +121,10 @@ def served() -> list[Assistant]:
 
 
 @pytest.fixture
-def app_server(store: TrajectorySaver) -> Iterator[LiveServer]:
-    with LiveServer(create_app(served(), store=store, api_key="")) as live:
+def app_server(store: TrajectorySaver, request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+    """The server of :func:`served`, or of the test module's own ``served()`` if it has one."""
+    assistants = getattr(request.module, "served", served)()
+    with LiveServer(create_app(assistants, store=store, api_key="")) as live:
         yield live
 
 
