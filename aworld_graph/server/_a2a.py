@@ -258,16 +258,18 @@ class A2ATasks:
             kind = State.TASK_STATE_SUBMITTED
         elif status == "running":
             kind = State.TASK_STATE_WORKING
-        elif status == "success":
-            kind, said = State.TASK_STATE_COMPLETED, str(answer) if answer else None
         elif status == "error":
             kind = State.TASK_STATE_FAILED
             said = f"the workflow failed: {(error or {}).get('message') or 'see the server log'}"
-        elif (error or {}).get("error") == _CANCELLED or not chain.latest:
+        elif status != "success" and ((error or {}).get("error") == _CANCELLED or not chain.latest):
             kind, said = State.TASK_STATE_CANCELED, "the task was cancelled"
-        elif state.get("interrupts"):
+        elif chain.latest and state.get("interrupts"):
+            # a human step waits (its run ended success, as LangGraph's server says; or the
+            # server died as it was being answered): the next message answers it
             kind, said = State.TASK_STATE_INPUT_REQUIRED, _prompt(state["interrupts"][0])
-        else:  # its server stopped mid-run: a message on the task continues it
+        elif status == "success":
+            kind, said = State.TASK_STATE_COMPLETED, str(answer) if answer else None
+        else:  # its run stopped mid-run (its server died): a message on the task continues it
             kind = State.TASK_STATE_INPUT_REQUIRED
             said = (
                 "the server stopped during this task (its run reads interrupted); send a "

@@ -414,8 +414,9 @@ class RunRoutes:
     async def past(self, thread_id: str) -> builtins.list[dict[str, Any]]:
         """Runs read back from the thread's checkpoints (the CLI's and the library's, which
         have no row in the ``runs`` table): a run's status follows from where the thread
-        stands. The last run of a thread that stopped mid-run is ``interrupted``; continue it
-        with a new run with input null."""
+        stands. The last run of a thread that stopped mid-run is ``interrupted`` (continue it
+        with a new run with input null); one that stopped at a human step ended ``success``,
+        as LangGraph's server says."""
         rows = await asyncio.to_thread(self.threads.saver.transitions, thread_id)
         runs: dict[str, dict[str, Any]] = {}
         last: str | None = None
@@ -435,7 +436,7 @@ class RunRoutes:
         out = []
         for run_id, entry in runs.items():
             status = "error" if entry["error"] else "success"
-            if run_id == last and not self.runs.busy(thread_id):
+            if run_id == last and not self.runs.busy(thread_id) and not thread["interrupts"]:
                 status = {"interrupted": "interrupted", "error": "error"}.get(
                     thread["status"], status
                 )
@@ -575,7 +576,9 @@ class RunRoutes:
         """The thread's values when ``run`` ends (``__error__`` when it failed, as LangGraph's
         API answers ``wait``/``join``)."""
         await run.done.wait()
-        return await self._answer(run.thread_id, run.status, run.values, run.error, headers)
+        return await self._answer(
+            run.thread_id, run.status, run.values, run.error, headers, run.interrupts
+        )
 
     async def _answer(
         self,
@@ -584,12 +587,16 @@ class RunRoutes:
         values: dict[str, Any] | None,
         error: dict[str, str] | None,
         headers: dict[str, str] | None = None,
+        interrupts: builtins.list[Any] | None = None,
     ) -> Response:
+        """``interrupts``: those the run stopped at (``None``: a run not held here, whose
+        thread's pending interrupts are read when it ended ``success``, as a run that stops
+        at a human step does)."""
         answer: dict[str, Any] = dict(values or {})
-        if status == "interrupted" and error is None:
-            state = await self.threads.state(thread_id)
-            if state["interrupts"]:
-                answer["__interrupt__"] = state["interrupts"]
+        if interrupts is None and status == "success" and error is None:
+            interrupts = (await self.threads.state(thread_id))["interrupts"]
+        if interrupts:
+            answer["__interrupt__"] = interrupts
         if error is not None:
             answer["__error__"] = clean(error)
         return self.app.json(answer, headers=headers)

@@ -8,7 +8,11 @@ LangGraph's server, a joining reader may ask for those or fewer).
 
 Every run the server accepts has a row in the store's ``runs`` table
 (:class:`~._run_table.RunTable`) before a client hears of it, and the row's status follows
-the run (``pending`` → ``running`` → ``success`` / ``error`` / ``interrupted``). A run is
+the run (``pending`` → ``running`` → ``success`` / ``error`` / ``interrupted``), as LangGraph's
+server says it: a run that stops at a human step (``interrupt()``, a ``Human`` node) or at an
+``interrupt_before``/``interrupt_after`` node ended ``success`` (its thread reads
+``interrupted`` and holds the pending interrupts; :attr:`Run.interrupts` has them), and
+``interrupted`` is a run stopped mid-run: cancelled, or going when its server died. A run is
 acknowledged (:meth:`RunManager.start` returns, so the client gets its id) once its row is
 committed and, when it starts at once, the first checkpoint it streams is committed too (a
 new input's input checkpoint; a resume's or a continuation's the one it goes on from). A run
@@ -74,8 +78,11 @@ STREAM_MODES = (
 _OWN = ("source", "step", "parents", "writes", "run_id")
 """Checkpoint metadata LangGraph or a run writes for itself; not carried onto another."""
 
-_STATUS = {"finished": "success", "interrupted": "interrupted", "error": "error"}
-_STATUS |= {"max_steps": "error", "busy": "error", "running": "interrupted"}
+_STATUS = {"finished": "success", "interrupted": "success", "error": "error"}
+_STATUS |= {"max_steps": "error", "busy": "error", "running": "success"}
+"""A run's end status by how the library's run ended: one that stopped at a human step
+(``interrupted``) or before a node it was told to stop at (``running``) ran as it should, as
+LangGraph's server says (``success``); whoever needs to know it waits reads the interrupts."""
 KEEP_FINISHED = 100
 """How many finished runs a server holds in memory with their stream feeds, newest first, so
 a client can still join them; older ones are read from the store (without their events)."""
@@ -170,6 +177,10 @@ class Run:
     """The thread's values when the run ended."""
     error: dict[str, str] | None = None
     """``{"error", "message"}`` when it failed."""
+    interrupts: list[Any] = field(default_factory=list)
+    """The interrupts it stopped at (a human step waits for their answer), as its last
+    ``values`` event and ``wait`` carry them under ``__interrupt__``; empty when it asks
+    nothing."""
     cancel_action: str | None = None
     """How it was cancelled: ``interrupt`` (its checkpoints stay), ``rollback`` (it and its
     checkpoints are deleted) or ``drop`` (its checkpoints are deleted, it stays
@@ -703,8 +714,8 @@ class RunManager:
             compiled = built(run.assistant.source).compile(self.saver)
             config: RunnableConfig = {"configurable": {"thread_id": run.thread_id}}
             asked = list((await compiled.aget_state(config)).interrupts)
-            interrupts = clean(asked or response.interrupts)
-            run.feed.append("values", {**(run.values or {}), "__interrupt__": interrupts})
+            run.interrupts = clean(asked or response.interrupts)
+            run.feed.append("values", {**(run.values or {}), "__interrupt__": run.interrupts})
         run.status = _STATUS.get(response.status, "error")
         if run.status == "error":
             run.error = _error_of(str(response.msg), run.assistant.is_app)

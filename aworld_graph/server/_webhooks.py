@@ -2,7 +2,9 @@
 it ends, as LangGraph's server sends it: the API's ``Run`` object with the run's end
 ``status``, ``run_started_at`` (here: when the run was accepted), ``run_ended_at``,
 ``webhook_sent_at``, the thread's ``values`` and, when it failed, ``error``; secrets
-stripped as in every response.
+stripped as in every response. A run that stopped at a human step ended ``success`` (as in
+LangGraph's server); its ``values`` hold the interrupts it waits on under ``__interrupt__``, as
+``wait`` answers them.
 
 A webhook is an absolute ``http`` or ``https`` URL without ``user:password@`` (a 422 naming
 ``webhook`` otherwise, before the run is stored). The server sends it from its event loop
@@ -69,7 +71,10 @@ class Webhooks:
         asked for one."""
         url = (run.kwargs or {}).get("webhook")
         if url:
-            self.send(str(url), run.json(), run.values, run.error, run.created_at)
+            values = run.values
+            if run.interrupts:  # it waits for a person: what it asks, as ``wait`` answers
+                values = {**(values or {}), "__interrupt__": run.interrupts}
+            self.send(str(url), run.json(), values, run.error, run.created_at)
 
     def send(self, url: str, run: dict[str, Any], values: Any, error: Any, started: str) -> None:
         """POST ``run`` (the API's ``Run`` object, its status the end one) to ``url``."""

@@ -201,7 +201,8 @@ async def test_input_required_then_answered(server: LiveServer, binding: str) ->
     assert done.id == asked.id and done.status.state == S.TASK_STATE_COMPLETED
     assert done.artifacts[0].parts[0].text == "published the plan"
     runs = await sdk.runs.list(asked.context_id)
-    assert len(runs) == 2 and {r["status"] for r in runs} == {"success", "interrupted"}
+    # the run that stopped at the human step ended success, as in LangGraph's server
+    assert [r["status"] for r in runs] == ["success", "success"]
     await sdk.aclose()
     await _close(client)
 

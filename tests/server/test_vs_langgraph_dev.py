@@ -452,11 +452,6 @@ async def _interrupted_run(client: Any) -> dict[str, Any]:
     return run(await client.runs.get(tid, made["run_id"]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run that stopped at interrupt(): LangGraph's server says status 'success' (the "
-    "thread is 'interrupted'), ours 'interrupted'",
-)
 async def test_a_run_that_stops_at_an_interrupt_reads_as_success(sides: dict[str, Side]) -> None:
     ours, peer = await both(sides, _interrupted_run)
     assert peer["status"] == "success"
