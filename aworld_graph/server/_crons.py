@@ -36,6 +36,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import httpx
 
 from ..checkpoint import Database, Tx, strip_secrets
+from ._run_table import without_credentials
 from ._wire import ApiError
 
 __all__ = ["COLUMNS", "CronScheduler", "CronTable", "next_time", "zone"]
@@ -117,6 +118,7 @@ def _row(values: tuple[Any, ...]) -> dict[str, Any]:
     for name in _JSON:
         row[name] = json.loads(row[name]) if row[name] else {}
     row["enabled"] = bool(row["enabled"])
+    row["payload"] = without_credentials(row["payload"])  # an older version's webhook
     return row
 
 

@@ -8,6 +8,8 @@ One row per run the server accepted: ``run_id``, ``thread_id``, ``assistant_id``
 ``multitask_strategy``, the run's ``kwargs`` and ``metadata`` as JSON text with secrets
 stripped (:func:`aworld_graph.secrets.strip_secrets`), its ``error`` (JSON, when it failed),
 ``created_at`` and ``updated_at``. A row is committed before the server acknowledges its run.
+A ``webhook`` URL an older version stored with ``user:password@`` is read without them
+(:func:`without_credentials`): never answered back, logged or sent to.
 
 The table is made when a server opens the store (``CREATE TABLE IF NOT EXISTS``); it is not
 part of the checkpoint schema, so no migration is needed and older stores gain it on first
@@ -18,10 +20,11 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from ..checkpoint import TrajectorySaver, Tx, strip_secrets
 
-__all__ = ["RunTable"]
+__all__ = ["RunTable", "without_credentials"]
 
 _COLUMNS = (
     "run_id",
@@ -46,10 +49,29 @@ def _create(tx: Tx) -> None:
     tx.run("CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, created_at)")
 
 
+def without_credentials(request: Any) -> Any:
+    """A stored run request (``kwargs``, a cron's ``payload``) with its ``webhook`` URL
+    stripped of a ``user:password@`` part: new requests are refused one (a 422), but an older
+    version stored it as given."""
+    url = request.get("webhook") if isinstance(request, dict) else None
+    if not isinstance(url, str):
+        return request
+    try:
+        parts = urlsplit(url)
+        named = parts.username is not None or parts.password is not None
+    except ValueError:  # not a URL this server would send to: left as it is
+        return request
+    if named:
+        host = parts.netloc.rpartition("@")[2]
+        request["webhook"] = urlunsplit(parts._replace(netloc=host))
+    return request
+
+
 def _row(values: tuple[Any, ...]) -> dict[str, Any]:
     row = dict(zip(_COLUMNS, values, strict=True))
     for name in _JSON:
         row[name] = json.loads(row[name]) if row[name] else None
+    row["kwargs"] = without_credentials(row["kwargs"])
     return row
 
 
@@ -98,6 +120,15 @@ class RunTable:
         with self.database.read() as tx:
             found = tx.all(f"{_SELECT} WHERE thread_id = ? ORDER BY created_at", [thread_id])
         return [_row(r) for r in found]
+
+    def last(self, thread_id: str, before: str | None = None) -> dict[str, Any] | None:
+        """A thread's last stored run (the last created before ``before``, if given)."""
+        sql, args = f"{_SELECT} WHERE thread_id = ?", [thread_id]
+        if before is not None:
+            sql, args = f"{sql} AND created_at < ?", [*args, before]
+        with self.database.read() as tx:
+            found = tx.one(f"{sql} ORDER BY created_at DESC LIMIT 1", args)
+        return None if found is None else _row(found)
 
     def unfinished(self) -> list[dict[str, Any]]:
         """The runs stored ``pending`` or ``running``, oldest first."""
