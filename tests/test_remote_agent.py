@@ -42,13 +42,15 @@ CLI = [sys.executable, "-c", "from aworld_graph.cli import main; main()"]
 
 class Echo(AgentExecutor):
     """A2A agent: a task whose artifact is ``remote heard: <text>``; with ``hold`` set, it
-    waits for ``release`` before it answers; with ``fail`` set, the task fails."""
+    waits for ``release`` before it answers; with ``fail`` set, the task fails; with ``ask``
+    set, a new task first asks 'Which color?' (``input-required``) and answers the reply."""
 
     def __init__(self) -> None:
         self.received: list[str] = []
         self.hold = False
         self.fail = False
         self.direct = False
+        self.ask = False
         self.release = threading.Event()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -62,6 +64,9 @@ class Echo(AgentExecutor):
         await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         await updater.start_work()
+        if self.ask and context.current_task is None:
+            await updater.requires_input(updater.new_agent_message([new_text_part("Which color?")]))
+            return
         if self.hold:
             await asyncio.to_thread(self.release.wait)
         if self.fail:
@@ -277,6 +282,29 @@ async def test_a_failed_remote_task_is_a_tool_error(
     )
     assert response.status == "error"
     assert "ended: out of ideas" in str(response.msg)
+
+
+async def test_a_polled_a2a_agent_that_asks_makes_a_human_step_answered_on_its_task(
+    a2a_agent: tuple[Echo, str], saver: TrajectorySaver
+) -> None:
+    agent, url = a2a_agent  # its card says it does not stream: the node polls it
+    agent.ask = True
+    swarm = Swarm(RemoteAgent(name="painter", url=url, poll_interval=0.05))
+    asked = await Runners.run("paint the fence", swarm=swarm, checkpointer=saver, task_id="p")
+    assert asked.status == "interrupted"
+    assert asked.interrupts[0]["value"] == {
+        "node": "painter",
+        "prompt": "Which color?",
+        "answer": None,
+    }
+    done = await Runners.resume("p", swarm=swarm, value="green", checkpointer=saver)
+    assert done.success, done.msg
+    assert done.answer == "remote heard: green"
+    assert agent.received == ["paint the fence", "green"]  # the answer went to the same task
+    record = done.state["trace"][-1]
+    assert (
+        record["raw"]["replies"] == ["green"] and record["sub_thread"] == record["raw"]["task_id"]
+    )
 
 
 _CARD = """\

@@ -120,6 +120,12 @@ async def test_a_remote_human_step_is_the_runs_own_and_its_answer_resumes_the_re
     assert len(runs) == 2  # the task's first run and the answer's: nothing sent twice
     said = [m["content"] for m in done.state["messages"] if m.get("_agent") == "planner"]
     assert said == ["approve", "published the plan"]
+    # the node's first message named its own context by its messageId: sent again (a crash
+    # between sending and saving), the server answers with the same task and starts nothing
+    again = await _send(
+        url, _message("Plan a team offsite", task.context_id, context_id=task.context_id)
+    )
+    assert again.id == task.id and len(await _runs(remote.url, task.context_id)) == 2
 
 
 async def test_many_remote_questions_in_turn_each_sent_once(
