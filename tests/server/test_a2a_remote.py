@@ -128,10 +128,13 @@ async def test_a_remote_human_step_is_the_runs_own_and_its_answer_resumes_the_re
     assert again.id == task.id and len(await _runs(remote.url, task.context_id)) == 2
 
 
+@pytest.mark.parametrize("protocol", ["a2a", "langgraph"])
 async def test_many_remote_questions_in_turn_each_sent_once(
-    remote: LiveServer, saver: TrajectorySaver
+    remote: LiveServer, saver: TrajectorySaver, protocol: str
 ) -> None:
     url, swarm = _node(remote, "conversation", "talk")
+    if protocol == "langgraph":
+        swarm = Swarm(RemoteAgent(name="talk", url=remote.url, assistant_id="conversation"))
     step = await Runners.run("hello", swarm=swarm, checkpointer=saver, task_id="c")
     for word in ("one", "two"):
         assert step.status == "interrupted", step.msg
@@ -140,9 +143,13 @@ async def test_many_remote_questions_in_turn_each_sent_once(
     step = await Runners.resume("c", swarm=swarm, value="bye", checkpointer=saver)
     assert step.success, step.msg
     assert step.answer.startswith("noted")
-    task = await _task(url, step.state["trace"][-1]["raw"]["task_id"])
-    assert _user_texts(task) == ["hello", "one", "two", "bye"]  # each answer sent once
-    assert len(await _runs(remote.url, task.context_id)) == 4
+    raw = step.state["trace"][-1]["raw"]
+    assert raw["replies"] == ["one", "two", "bye"]
+    thread_id = raw.get("context_id") or raw["thread_id"]
+    assert len(await _runs(remote.url, thread_id)) == 4  # each answer sent once
+    if protocol == "a2a":
+        task = await _task(url, raw["task_id"])
+        assert _user_texts(task) == ["hello", "one", "two", "bye"]
 
 
 async def test_a_remote_langgraph_interrupt_is_the_runs_own_human_step(
