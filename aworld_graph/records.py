@@ -9,13 +9,30 @@ optional (``total=False``): read them with ``.get``.
 * :class:`TraceRecord` – one entry of ``state["trace"]``: what one node execution did;
 * :class:`ToolResult` – one tool call's result inside a ``tools`` trace record;
 * :class:`Reward` – one entry of ``state["rewards"]``.
+
+An LLM call's ``tokens`` entry may keep its prompt ids by reference (``prompt_prefix``,
+``prompt_suffix``: a multi-turn prompt repeats the calls before it);
+:func:`expand_prompt_ids` gives every call's whole ``prompt_ids`` back and
+:func:`compact_prompt_ids` makes the stored form.
 """
 
 from __future__ import annotations
 
+import hashlib
+import sys
+from array import array
+from collections.abc import Mapping, Sequence
 from typing import Any, Required, TypedDict
 
-__all__ = ["Message", "Reward", "ToolResult", "TraceRecord"]
+__all__ = [
+    "MIN_SHARED_IDS",
+    "Message",
+    "Reward",
+    "ToolResult",
+    "TraceRecord",
+    "compact_prompt_ids",
+    "expand_prompt_ids",
+]
 
 
 class Message(TypedDict, total=False):
@@ -117,7 +134,10 @@ class TraceRecord(TypedDict, total=False):
     ``{"prompt_ids", "completion_ids", "logprobs", "tokenizer"}`` (the embedded model adds
     ``mask``: 1 on the tokens the model sampled or chose, and ``text_span``: where the stored
     text lies in the decoded completion ids), or ``{"available": False, "reason"}`` when the
-    endpoint returned no token ids. Never re-tokenized text."""
+    endpoint returned no token ids. Never re-tokenized text. A prompt that starts with at
+    least :data:`MIN_SHARED_IDS` ids of the agent's previous call (its prompt, then its
+    completion) is stored as ``prompt_prefix`` ``{"length", "digest"}`` and ``prompt_suffix``
+    (the ids after it) in place of ``prompt_ids``: :func:`expand_prompt_ids` reads it."""
     tool_results: list[ToolResult]
     """``tools``: one per call, in the calls' order."""
     error: str | None
@@ -163,3 +183,110 @@ class Reward(TypedDict, total=False):
     """An episode reward: the function's name."""
     ground_truth: Any
     """An episode reward: what the answer was compared with."""
+
+
+MIN_SHARED_IDS = 32
+"""The shortest shared prefix stored as a reference: below it the reference (about 50
+bytes) would take more room than the ids (1 to 3 bytes each in msgpack)."""
+
+
+def _digest(ids: Sequence[int]) -> str:
+    """BLAKE2b-64 of ``ids`` as little-endian 64-bit integers, in hex."""
+    data = array("q", ids)
+    if sys.byteorder == "big":
+        data.byteswap()
+    return hashlib.blake2b(data.tobytes(), digest_size=8).hexdigest()
+
+
+def _sampled(record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """An ``llm`` record's ``tokens`` when it holds token ids, else ``None``."""
+    tokens = record.get("tokens") if record.get("kind") == "llm" else None
+    if isinstance(tokens, Mapping) and "completion_ids" in tokens:
+        return tokens
+    return None
+
+
+def _whole_prompts(
+    trace: Sequence[Mapping[str, Any]], agent: str | None = None
+) -> dict[int, list[int]]:
+    """Trace index → the whole prompt ids of each ``llm`` record with token ids (of ``agent``
+    only, if given). A ``prompt_prefix`` is the first ``length`` ids of the prompt and
+    completion of an earlier call of the same agent whose first ``length`` ids have that
+    digest, the latest such call first (a sub-run's records keep their order when they move
+    into the parent's trace, other records may come between). ``ValueError`` names a record
+    whose earlier call is not in ``trace``."""
+    whole: dict[int, list[int]] = {}
+    earlier: dict[str, list[list[int]]] = {}  # agent → prompt + completion of its calls
+    for n, record in enumerate(trace):
+        tokens = _sampled(record)
+        name = str(record.get("agent", ""))
+        if tokens is None or (agent is not None and name != agent):
+            continue
+        if "prompt_ids" in tokens:
+            prompt = [int(t) for t in tokens.get("prompt_ids") or []]
+        else:
+            ref = tokens.get("prompt_prefix") or {}
+            length, digest = int(ref.get("length", -1)), str(ref.get("digest", ""))
+            start = next(
+                (
+                    ids[:length]
+                    for ids in reversed(earlier.get(name, []))
+                    if len(ids) >= length and _digest(ids[:length]) == digest
+                ),
+                None,
+            )
+            if start is None:
+                raise ValueError(
+                    f"trace record {n} (LLM call of agent {name!r}) stores its prompt as the "
+                    f"first {length} ids of an earlier call of that agent (digest {digest}), "
+                    "and no earlier call in this trace has them; read the run's whole trace"
+                )
+            prompt = start + [int(t) for t in tokens.get("prompt_suffix") or []]
+        whole[n] = prompt
+        earlier.setdefault(name, []).append(prompt + [int(t) for t in tokens["completion_ids"]])
+    return whole
+
+
+def compact_prompt_ids(
+    tokens: Mapping[str, Any], trace: Sequence[Mapping[str, Any]], agent: str
+) -> dict[str, Any]:
+    """``tokens`` (a new LLM call's entry, with whole ``prompt_ids``) as it is stored after
+    ``trace`` (the run's records so far): when the prompt shares at least
+    :data:`MIN_SHARED_IDS` leading ids with the prompt and completion of ``agent``'s latest
+    call in ``trace``, those become ``prompt_prefix`` ``{"length", "digest"}`` and the rest
+    ``prompt_suffix``; otherwise ``tokens`` as they are."""
+    prompt = tokens.get("prompt_ids")
+    latest = max(
+        (n for n, r in enumerate(trace) if r.get("agent") == agent and _sampled(r)), default=None
+    )
+    if not isinstance(prompt, list) or latest is None:
+        return dict(tokens)
+    record = trace[latest]
+    previous = _whole_prompts(trace[: latest + 1], agent)[latest] + [
+        int(t) for t in record["tokens"]["completion_ids"]
+    ]
+    shared = 0
+    for a, b in zip(previous, prompt, strict=False):
+        if a != b:
+            break
+        shared += 1
+    if shared < MIN_SHARED_IDS:
+        return dict(tokens)
+    rest = {k: v for k, v in tokens.items() if k != "prompt_ids"}
+    prefix = {"length": shared, "digest": _digest(prompt[:shared])}
+    return {"prompt_prefix": prefix, "prompt_suffix": prompt[shared:], **rest}
+
+
+def expand_prompt_ids(trace: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``trace`` with each ``llm`` record's ``tokens`` holding its whole ``prompt_ids``
+    (records stored with ``prompt_prefix`` are copied; the others are returned as they
+    are). ``ValueError`` names a record whose earlier call is not in ``trace``."""
+    whole = _whole_prompts(trace)
+    out: list[Mapping[str, Any]] = []
+    for n, record in enumerate(trace):
+        tokens = record.get("tokens")
+        if n in whole and isinstance(tokens, Mapping) and "prompt_ids" not in tokens:
+            kept = {k: v for k, v in tokens.items() if k not in ("prompt_prefix", "prompt_suffix")}
+            record = {**record, "tokens": {"prompt_ids": whole[n], **kept}}
+        out.append(record)
+    return out

@@ -18,7 +18,7 @@ from langchain_core.runnables import RunnableConfig
 
 from .. import tracing
 from ..model import ChatModel, ModelResponse, recording_tokens
-from ..records import Message, TraceRecord
+from ..records import Message, TraceRecord, compact_prompt_ids
 from ..state import SwarmState
 from ._messages import (
     assistant_message,
@@ -123,8 +123,11 @@ async def llm_step(
     }
     if response.retried:
         record["retried"] = list(response.retried)
-    if record_tokens:
-        record["tokens"] = response.tokens or {
+    if record_tokens and response.tokens:
+        # a multi-turn prompt repeats the agent's previous call: stored by reference to it
+        record["tokens"] = compact_prompt_ids(response.tokens, state.get("trace") or [], name)
+    elif record_tokens:
+        record["tokens"] = {
             "available": False,
             "reason": f"model {model.name!r} ({type(model).__name__}) returns no token ids",
         }

@@ -9,7 +9,8 @@ The rule (docs/training.md, *From a run to training sequences*):
 * **Which calls.** Every ``llm`` trace record of the run (a delegated or nested sub-run's
   included, each under its own agent), in trace order. Each needs its ``tokens`` entry
   (``AgentConfig(record_tokens=True)``); a call without token ids excludes the run – its
-  text is never re-tokenized.
+  text is never re-tokenized. A prompt stored by reference to the call before
+  (:func:`aworld_graph.records.expand_prompt_ids`) is read back whole.
 * **One sequence per LLM call** (``per="call"``, the default): the call's prompt ids, then
   its completion ids with ``mask`` 1 on the tokens the model sampled (the embedded model's
   own mask: 0 on argument openings its handler wrote) and their logprobs.
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import AWorldGraphError
+from ..records import expand_prompt_ids
 from ..rewards import episode_reward
 
 __all__ = [
@@ -135,7 +137,11 @@ def flatten(
                 "(Runners.rollout(..., reward_fn=...) or rewards.store_score) or pass reward="
             )
         reward = float(item.get("score", 0.0))
-    calls = [r for r in state.get("trace") or [] if r.get("kind") == "llm"]
+    try:  # prompts stored by reference to the call before (records.compact_prompt_ids)
+        trace = expand_prompt_ids(state.get("trace") or [])
+    except ValueError as exc:
+        raise UntrainableRun(f"run {thread_id or '?'}: {exc}") from None
+    calls = [r for r in trace if r.get("kind") == "llm"]
     if not calls:
         raise UntrainableRun(f"run {thread_id or '?'} made no LLM call")
     out: list[TrainingSequence] = []

@@ -7,6 +7,7 @@ import pytest
 from aworld_graph import Agent, AgentConfig, Runners
 from aworld_graph.checkpoint import open_store
 from aworld_graph.examples import calculator
+from aworld_graph.records import expand_prompt_ids
 from aworld_graph.testing import FunctionModel
 from aworld_graph.train.sequences import TokenizerMismatch, UntrainableRun, flatten
 from tests.train import gguf
@@ -25,7 +26,7 @@ def test_embedded_model_tokens_decode_to_the_stored_text() -> None:
     assert calls
     tok = gguf.tokenizer()
     model_file = "gguf:" + __import__("aworld_graph.local", fromlist=["x"]).model_path().name
-    for record in calls:
+    for record in expand_prompt_ids(calls):  # later prompts are stored by reference
         tokens = record["tokens"]
         assert tokens["tokenizer"] == model_file
         ids = tokens["completion_ids"]
