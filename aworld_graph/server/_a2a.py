@@ -54,7 +54,7 @@ from starlette.types import Message
 from ._a2a_push import PushConfigs, checked_url, push
 from ._assistants import Assistant
 from ._input import MAX_DEPTH, check_depth, check_id
-from ._runs import Run
+from ._runs import CANCELLED, Run
 from ._wire import ApiError, now
 
 if TYPE_CHECKING:
@@ -82,7 +82,6 @@ _TERMINAL = frozenset(
     {State.TASK_STATE_COMPLETED, State.TASK_STATE_FAILED, State.TASK_STATE_CANCELED}
     | {State.TASK_STATE_REJECTED}
 )
-_CANCELLED = "Cancelled"
 _PAGE = 50
 
 
@@ -261,7 +260,7 @@ class A2ATasks:
         elif status == "error":
             kind = State.TASK_STATE_FAILED
             said = f"the workflow failed: {(error or {}).get('message') or 'see the server log'}"
-        elif status != "success" and ((error or {}).get("error") == _CANCELLED or not chain.latest):
+        elif status != "success" and ((error or {}).get("error") == CANCELLED or not chain.latest):
             kind, said = State.TASK_STATE_CANCELED, "the task was cancelled"
         elif chain.latest and state.get("interrupts"):
             # a human step waits (its run ended success, as LangGraph's server says; or the
@@ -477,7 +476,7 @@ class A2ATasks:
         if held is not None and not held.done.is_set():
             await self.runs.cancel(held, wait=True)
             return
-        error = {"error": _CANCELLED, "message": f"task {chain.task_id} was cancelled"}
+        error = {"error": CANCELLED, "message": f"task {chain.task_id} was cancelled"}
         await self.runs.table.set_status(run_id, "interrupted", now(), error)
 
 

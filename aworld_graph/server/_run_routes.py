@@ -227,6 +227,10 @@ class RunRoutes:
         ``multitask_strategy="interrupt"``, or starts from a checkpoint)."""
         state = await self.threads.state(thread_id, at)
         started = bool(state["values"]) or state["checkpoint"]["checkpoint_id"] is not None
+        if text is not None and (state["interrupts"] or state["next"]) and not over:
+            # after a client's cancel new input goes on top of where the run stopped, as in
+            # LangGraph's server (its run drops the tasks left pending)
+            over = await self.runs.follows_cancel(thread_id)
         if has_resume and not state["interrupts"]:
             raise ApiError(
                 409,
@@ -557,10 +561,7 @@ class RunRoutes:
         query = request.query_params
         wait = query.get("wait", "0").lower() in ("1", "true")
         if isinstance(found, Run):  # one not held here has ended
-            # a LangGraph app's cancelled run leaves its thread as it was before the run, as
-            # LangGraph's server does; a workflow's keeps its steps, to continue with input null
-            action, drop = query.get("action", "interrupt"), found.assistant.is_app
-            await self.runs.cancel(found, action=action, wait=wait, drop=drop)
+            await self.runs.cancel(found, action=query.get("action", "interrupt"), wait=wait)
         return Response(status_code=204 if not wait else 200, content=b"" if not wait else b"{}")
 
     async def delete(self, request: Request) -> Response:

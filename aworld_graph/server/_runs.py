@@ -58,6 +58,7 @@ from ._webhooks import Webhooks
 from ._wire import ApiError, clean, now
 
 __all__ = [
+    "CANCELLED",
     "KEEP_FINISHED",
     "STREAM_MODES",
     "Feed",
@@ -83,6 +84,8 @@ _STATUS |= {"max_steps": "error", "busy": "error", "running": "success"}
 """A run's end status by how the library's run ended: one that stopped at a human step
 (``interrupted``) or before a node it was told to stop at (``running``) ran as it should, as
 LangGraph's server says (``success``); whoever needs to know it waits reads the interrupts."""
+CANCELLED = "Cancelled"
+"""The ``error`` of a run a client (or a ``multitask_strategy``) cancelled."""
 KEEP_FINISHED = 100
 """How many finished runs a server holds in memory with their stream feeds, newest first, so
 a client can still join them; older ones are read from the store (without their events)."""
@@ -182,9 +185,8 @@ class Run:
     ``values`` event and ``wait`` carry them under ``__interrupt__``; empty when it asks
     nothing."""
     cancel_action: str | None = None
-    """How it was cancelled: ``interrupt`` (its checkpoints stay), ``rollback`` (it and its
-    checkpoints are deleted) or ``drop`` (its checkpoints are deleted, it stays
-    ``interrupted``)."""
+    """How it was cancelled: ``interrupt`` (its checkpoints stay) or ``rollback`` (it and its
+    checkpoints are deleted)."""
     new_thread: bool = False
     """The thread was made for this run (a run without a thread): nothing to read back."""
     modes: list[str] | None = None
@@ -192,7 +194,8 @@ class Run:
     over: bool = False
     """New input goes on top of the state the thread stands in, dropping the tasks pending
     there, as LangGraph's loop does: the run cancelled the runs going on its thread
-    (``multitask_strategy="interrupt"``) or starts from a checkpoint."""
+    (``multitask_strategy="interrupt"``), follows a run a client cancelled, or starts from a
+    checkpoint."""
     checkpoint_id: str | None = None
     """The checkpoint it starts from (``checkpoint`` / ``checkpoint_id``): copied as the
     thread's head when it starts, a new branch."""
@@ -599,6 +602,8 @@ class RunManager:
                 await asyncio.sleep(run.delay)
             if before is not None:
                 await before.done.wait()
+            if text is not None and not run.over:
+                run.over = await self.follows_cancel(run.thread_id, run.created_at)
             if check is not None:  # at the checkpoint it starts from, if it names one
                 await check(run)
             if run.checkpoint_id is not None:
@@ -608,8 +613,8 @@ class RunManager:
             await self._drive(run, text, resume)
         except asyncio.CancelledError:
             run.status = "interrupted"
-            run.error = {"error": "Cancelled", "message": f"run {run.run_id} was cancelled"}
-            if run.cancel_action in ("rollback", "drop"):
+            run.error = {"error": CANCELLED, "message": f"run {run.run_id} was cancelled"}
+            if run.cancel_action == "rollback":
                 await asyncio.to_thread(self.saver.delete_for_runs, [run.run_id])
         except ApiError as exc:
             run.status = "error"
@@ -720,24 +725,33 @@ class RunManager:
         if run.status == "error":
             run.error = _error_of(str(response.msg), run.assistant.is_app)
 
-    async def cancel(
-        self, run: Run, *, action: str = "interrupt", wait: bool = False, drop: bool = False
-    ) -> None:
-        """Stop ``run``: its saved checkpoints stay (``interrupt``) or are deleted
-        (``rollback``); the thread continues from its last checkpoint on the next run.
-        ``drop``: an ``interrupt`` deletes the run's checkpoints too (the run stays, read
-        ``interrupted``), so the thread stands where it stood before the run."""
+    async def cancel(self, run: Run, *, action: str = "interrupt", wait: bool = False) -> None:
+        """Stop ``run``, as LangGraph's server does: its saved checkpoints stay
+        (``interrupt``: the thread reads ``interrupted`` where the run stopped; a run with
+        input ``null`` continues it, new input goes on top of it) or are deleted with it
+        (``rollback``: the thread stands where it stood before the run)."""
         if run.done.is_set() or run.status not in ("pending", "running"):  # ended, or ending
             if wait:
                 await run.done.wait()
             return
         if action not in ("interrupt", "rollback"):
             raise ApiError(422, "invalid_action", "action must be 'interrupt' or 'rollback'")
-        run.cancel_action = "drop" if drop and action == "interrupt" else action
+        run.cancel_action = action
         assert run.task is not None
         run.task.cancel()
         if wait:
             await run.done.wait()
+
+    async def follows_cancel(self, thread_id: str, before: str | None = None) -> bool:
+        """Whether the thread's last run (the last created before ``before``) was cancelled
+        by a client, so new input goes on top of the state it stopped in, as in LangGraph's
+        server (a run stopped by its server's death is continued with input ``null``)."""
+        last = await asyncio.to_thread(self.table.last, thread_id, before)
+        return (
+            last is not None
+            and last["status"] == "interrupted"
+            and (last["error"] or {}).get("error") == CANCELLED
+        )
 
     async def cancel_many(self, runs: list[Run], action: str) -> None:
         """Cancel ``runs`` (those still going; the others have ended) and wait for them."""

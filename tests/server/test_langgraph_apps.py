@@ -395,10 +395,12 @@ async def _slow_step(state: _Slow) -> dict[str, Any]:
     return {"said": ["done"]}
 
 
-async def test_a_cancelled_app_run_leaves_its_thread_as_before_it(store: TrajectorySaver) -> None:
+async def test_a_cancelled_app_run_keeps_its_steps_and_takes_new_input_on_top(
+    store: TrajectorySaver,
+) -> None:
     """LangGraph's server: ``runs.cancel`` (action ``interrupt``) of an application's run in
-    the middle of a node leaves the thread ``idle`` where it stood before the run (the run
-    reads ``interrupted``), and the thread takes the next input."""
+    the middle of a node keeps what the run saved: the run reads ``interrupted``, the thread
+    ``interrupted`` where it stopped, and new input goes on top (the pending task dropped)."""
     graph = StateGraph(_Slow).add_node("step", _slow_step).add_edge(START, "step").compile()
     with LiveServer(create_app([Assistant.of(graph, assistant_id="slow")], store=store)) as live:
         sdk = get_client(url=live.url, api_key=None)
@@ -410,11 +412,12 @@ async def test_a_cancelled_app_run_leaves_its_thread_as_before_it(store: Traject
             assert (await sdk.threads.get_state(thread))["values"]["said"][-1] == "slow"
             await sdk.runs.cancel(thread, run["run_id"], wait=True)
             assert (await sdk.runs.get(thread, run["run_id"]))["status"] == "interrupted"
-            assert (await sdk.threads.get(thread))["status"] == "idle"
+            assert (await sdk.threads.get(thread))["status"] == "interrupted"
             state = await sdk.threads.get_state(thread)
-            assert state["values"]["said"] == ["before", "done"] and state["next"] == []
+            assert state["values"]["said"] == ["before", "done", "slow"] and state["next"]
             after = await sdk.runs.wait(thread, "slow", input={"said": ["after"]})
-            assert after["said"] == ["before", "done", "after", "done"]
+            assert after["said"] == ["before", "done", "slow", "after", "done"]
+            assert (await sdk.threads.get(thread))["status"] == "idle"
         finally:
             await sdk.aclose()
 

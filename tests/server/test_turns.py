@@ -101,7 +101,9 @@ async def test_a_tool_using_agent_and_a_queued_turn(sdk: Any) -> None:
     ]
 
 
-async def test_new_input_on_a_thread_that_has_not_ended_its_turn_is_409(sdk: Any) -> None:
+async def test_new_input_on_a_waiting_thread_is_409_and_on_a_cancelled_one_goes_on_top(
+    sdk: Any,
+) -> None:
     thread = (await sdk.threads.create())["thread_id"]
     asked = await sdk.runs.wait(thread, "approval", input={"input": "plan the offsite"})
     assert asked["__interrupt__"][0]["value"]["prompt"] == "Approve the plan?"
@@ -128,10 +130,17 @@ async def test_new_input_on_a_thread_that_has_not_ended_its_turn_is_409(sdk: Any
             break
     await parts.aclose()
     await sdk.runs.cancel(gated, run["run_id"], wait=True)
-    with pytest.raises(ConflictError, match="stopped mid-run.*continue it with input null"):
-        await sdk.runs.create(gated, "gated", input=said("other words"))
+    # as in LangGraph's server: the cancelled run's steps stay, and new input goes on top of
+    # where it stopped, as after multitask_strategy="interrupt": the agent takes up the turn
+    # the cancelled run left unfinished (its last message is the tool's result)
+    assert (await sdk.threads.get(gated))["status"] == "interrupted"
     apps.GATE.set()
-    assert (await sdk.runs.wait(gated, "gated", input=None))["answer"] == "4 words"
+    on_top = await sdk.runs.wait(gated, "gated", input=said("other words"))
+    assert "__error__" not in on_top and on_top["answer"] == "4 words"
+    assert [m["content"] for m in on_top["messages"] if m["role"] == "user"] == [
+        "four words right here",
+        "other words",
+    ]
     assert (await sdk.runs.wait(gated, "gated", input=said("two more")))["answer"] == "2 words"
 
 

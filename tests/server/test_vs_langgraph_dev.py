@@ -599,37 +599,70 @@ async def test_runs_join_stream_with_the_sdk_defaults(sides: dict[str, Side]) ->
     assert ours == peer
 
 
-async def _cancel(client: Any) -> dict[str, Any]:
-    tid = (await client.threads.create())["thread_id"]
-    await client.runs.wait(tid, "chat", input=user("before"))
-    made = await client.runs.create(tid, "chat", input=user("slow", delay=5))
-    await asyncio.sleep(0.5)
-    await client.runs.cancel(tid, made["run_id"], wait=True)
-    after = await client.runs.get(tid, made["run_id"])
-    left = await client.threads.get_state(tid)
-    status = (await client.threads.get(tid))["status"]
-    try:
-        again: Any = said(await client.runs.wait(tid, "chat", input=user("after the cancel")))
-    except httpx.HTTPStatusError as exc:
-        again = exc.response.status_code
-    return {
-        "run": run(after),
-        "thread": status,
-        "next": left["next"],
-        "left": said(left["values"]),
-        "again": again,
-    }
+async def _going(client: Any, tid: str, run_id: str) -> None:
+    """Wait until run ``run_id`` is in its node: ``running``, its input saved, ``reply``
+    next (LangGraph's server takes a created run from its queue a moment later)."""
+    for _ in range(600):  # bounded: 30 s
+        got = await client.runs.get(tid, run_id)
+        state = await client.threads.get_state(tid)
+        if got["status"] == "running" and state["next"] == ["reply"]:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} did not start its node")
+
+
+def _cancel(then: dict[str, Any] | None) -> Scenario:
+    """A run cancelled in the middle of its node, then a run with input ``then``."""
+
+    async def scenario(client: Any) -> dict[str, Any]:
+        tid = (await client.threads.create())["thread_id"]
+        await client.runs.wait(tid, "chat", input=user("before"))
+        made = await client.runs.create(tid, "chat", input=user("slow", delay=5))
+        await _going(client, tid, made["run_id"])
+        await client.runs.cancel(tid, made["run_id"], wait=True)
+        after = await client.runs.get(tid, made["run_id"])
+        left = await client.threads.get_state(tid)
+        status = (await client.threads.get(tid))["status"]
+        try:
+            again: Any = said(await client.runs.wait(tid, "chat", input=then))
+        except httpx.HTTPStatusError as exc:
+            again = exc.response.status_code
+        return {
+            "run": run(after),
+            "thread": status,
+            "next": left["next"],
+            "left": said(left["values"]),
+            "again": again,
+            "then": (await client.threads.get(tid))["status"],
+            "runs": [r["status"] for r in await client.runs.list(tid)],
+        }
+
+    return scenario
 
 
 async def test_runs_cancel_ends_the_run(sides: dict[str, Side]) -> None:
-    ours, peer = await both(sides, _cancel)
+    ours, peer = await both(sides, _cancel(user("after the cancel")))
     assert peer["run"]["status"] == "interrupted"
     assert ours["run"] == peer["run"]
 
 
-async def test_a_cancelled_thread_takes_the_next_run(sides: dict[str, Side]) -> None:
-    ours, peer = await both(sides, _cancel)
-    assert peer["thread"] == "idle" and peer["again"][-1] == ["ai", "you said: after the cancel"]
+async def test_a_cancelled_thread_takes_new_input_on_top(sides: dict[str, Side]) -> None:
+    # The cancelled run's saved steps stay: the thread reads 'interrupted' where it stopped,
+    # and new input goes on top of it (the task left pending is dropped).
+    ours, peer = await both(sides, _cancel(user("after the cancel")))
+    assert peer["thread"] == "interrupted" and peer["next"] == ["reply"]
+    assert peer["again"][-3:] == [
+        ["human", "slow"],
+        ["human", "after the cancel"],
+        ["ai", "you said: after the cancel"],
+    ]
+    assert ours == peer
+
+
+async def test_a_cancelled_run_continues_with_input_null(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _cancel(None))
+    assert peer["again"][-2:] == [["human", "slow"], ["ai", "you said: slow"]]
+    assert peer["runs"] == ["success", "interrupted", "success"] and peer["then"] == "idle"
     assert ours == peer
 
 
