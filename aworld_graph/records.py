@@ -222,7 +222,7 @@ def _whole_prompts(
         name = str(record.get("agent", ""))
         if tokens is None or (agent is not None and name != agent):
             continue
-        if "prompt_ids" in tokens:
+        if "prompt_prefix" not in tokens:
             prompt = [int(t) for t in tokens.get("prompt_ids") or []]
         else:
             ref = tokens.get("prompt_prefix") or {}
@@ -285,7 +285,7 @@ def expand_prompt_ids(trace: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
     out: list[Mapping[str, Any]] = []
     for n, record in enumerate(trace):
         tokens = record.get("tokens")
-        if n in whole and isinstance(tokens, Mapping) and "prompt_ids" not in tokens:
+        if n in whole and isinstance(tokens, Mapping) and "prompt_prefix" in tokens:
             kept = {k: v for k, v in tokens.items() if k not in ("prompt_prefix", "prompt_suffix")}
             record = {**record, "tokens": {"prompt_ids": whole[n], **kept}}
         out.append(record)
