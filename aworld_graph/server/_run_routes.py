@@ -56,9 +56,10 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-THREAD_STREAM_MODES = ("run_modes", "lifecycle")
+THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
 """What ``GET /threads/{thread_id}/stream`` serves: each run's events in the modes it was
-made with, and its start and end (``metadata`` events)."""
+made with, its start and end (``metadata`` events), and each edit of the thread's state
+(``state_update``)."""
 
 
 def _thread_modes(query: Any) -> set[str]:
@@ -73,7 +74,8 @@ def _thread_modes(query: Any) -> set[str]:
         raise ApiError(
             422,
             "invalid_stream_mode",
-            f"thread stream mode {bad[0][:40]!r} is not served; use run_modes or lifecycle",
+            f"thread stream mode {bad[0][:40]!r} is not served; use any of "
+            f"{', '.join(THREAD_STREAM_MODES)}",
         )
     return set(asked or ["run_modes"])
 
@@ -138,14 +140,6 @@ class RunRoutes:
             thread_id = body.get("thread_id")
         assistant = self.app.assistants.get(str(body.get("assistant_id") or ""))
         body["stream_mode"] = _modes(body.get("stream_mode"))
-        if "events" in body["stream_mode"] and not assistant.is_app:
-            raise ApiError(
-                422,
-                "invalid_stream_mode",
-                f"stream mode 'events' is not served for workflow {assistant.graph_id} "
-                "(LangChain's astream_events is a LangGraph application's); use values, "
-                "updates, messages-tuple, custom, tasks or debug",
-            )
         strategy = str(body.get("multitask_strategy") or "enqueue")  # LangGraph's default
         if strategy not in _STRATEGIES:
             raise ApiError(
@@ -201,7 +195,7 @@ class RunRoutes:
                 k: body.get(k)
                 for k in (
                     *("input", "command", "stream_mode", "config", "context", "webhook"),
-                    *("interrupt_before", "interrupt_after"),
+                    *("interrupt_before", "interrupt_after", "stream_subgraphs"),
                 )
             },
             check=later if deferred and checked else None,
@@ -500,7 +494,9 @@ class RunRoutes:
         thread stream). Each run
         starts with ``metadata`` (``run_id``) and ends with ``metadata``
         (``{"status": "run_done", "run_id"}``); an event's id is ``RUN:N``, so
-        ``Last-Event-ID`` resumes after it while the server holds that run."""
+        ``Last-Event-ID`` resumes after it while the server holds that run. With
+        ``state_update``, each edit of the thread's state while the client is there
+        (``POST …/state``) is a ``state_update`` event, ``{"state", "thread_id"}``."""
         thread_id = request.path_params["thread_id"]
         if not await self.threads.exists(thread_id):
             raise self.threads.not_found(thread_id)
@@ -522,19 +518,39 @@ class RunRoutes:
         else:  # join: the runs going (from their start), and every later one
             done, start = {r.run_id for r in held if r.done.is_set()}, {}
 
+        runs_told = bool(modes & {"run_modes", "lifecycle"})  # each run's start and end
+        edits_told = "state_update" in modes
+
+        def edited(updates: builtins.list[dict[str, Any]]) -> bytes:
+            return b"".join(sse("state_update", u) for u in updates) if edits_told else b""
+
+        # watched from now, so an edit made once the client has the answer's head is sent
+        edits = self.threads.watch(thread_id)
+
         async def events() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in runs():
+                    yield chunk
+            finally:
+                self.threads.unwatch(thread_id, edits)
+
+        async def runs() -> AsyncIterator[bytes]:
             while True:
                 launched = self.runs.launched
                 fresh = [r for r in self.runs.of(thread_id) if r.run_id not in done]
                 if not fresh:
+                    if told := edited(edits.take()):
+                        yield told
                     if self.runs.closing:
                         return
-                    await launched.wait()
+                    await edits.wait(launched)
                     continue
                 for run in fresh:
+                    if told := edited(edits.take(before=run.run_id)):
+                        yield told
                     done.add(run.run_id)
                     begin = start.get(run.run_id, 0)
-                    if begin == 0:
+                    if begin == 0 and runs_told:
                         yield sse("metadata", {"run_id": run.run_id, "attempt": 1})
                     async for ready in run.feed.follow(begin):
                         if "run_modes" not in modes:
@@ -543,7 +559,8 @@ class RunRoutes:
                         chunk = b"".join(sse(e, d, f"{run.run_id}:{i}") for e, i, d in wanted if e)
                         if chunk:
                             yield chunk
-                    yield sse("metadata", {"status": "run_done", "run_id": run.run_id})
+                    if runs_told:
+                        yield sse("metadata", {"status": "run_done", "run_id": run.run_id})
 
         headers = {"Cache-Control": "no-store"}
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)

@@ -475,8 +475,8 @@ async def test_the_threads_stream_follows_each_run_on_it(sdk: Any) -> None:
     assert opened == closed == [going, second]
     answers = [p.data.get("answer") for p in got if p.event == "values"]
     assert answers[-1] == "2 words" and "4 words" in answers
-    with pytest.raises(UnprocessableEntityError, match="state_update"):
-        async for _ in await sdk.threads.join_stream(thread, stream_mode="state_update"):
+    with pytest.raises(UnprocessableEntityError, match="state_update"):  # names those served
+        async for _ in await sdk.threads.join_stream(thread, stream_mode="nonsense"):  # type: ignore[arg-type]
             pass
 
 

@@ -51,9 +51,9 @@ def test_bad_requests_get_clear_json_errors(serve: Callable[..., LiveServer]) ->
             "input": {"messages": [{"role": "robot", "content": "x"}]},
         }
         _json_error(http.post(f"/threads/{thread}/runs", json=run), 422, "no known role")
-        run = {"assistant_id": "counter", "input": {"input": "a"}, "stream_mode": "events"}
+        run = {"assistant_id": "counter", "input": {"input": "a"}, "stream_mode": "everything"}
         _json_error(
-            http.post(f"/threads/{thread}/runs/stream", json=run), 422, "'events' is not served"
+            http.post(f"/threads/{thread}/runs/stream", json=run), 422, "'everything' is not served"
         )
         run = {"assistant_id": "counter", "command": {"resume": "yes"}}
         _json_error(http.post(f"/threads/{thread}/runs", json=run), 409, "nothing to resume")
