@@ -32,7 +32,7 @@ from ..task import Task, TaskResponse
 from ._response import _asked, pending_nodes, run_loop, step_modes
 from .events import EventSink
 
-__all__ = ["AppGraph", "app_config", "drive_app", "respond_app"]
+__all__ = ["NESTED_MODES", "AppGraph", "app_config", "drive_app", "nested_mode", "respond_app"]
 
 _OWN_METADATA = ("source", "step", "parents", "writes")
 
@@ -185,6 +185,7 @@ async def drive_app(
     context: Any = None,
     stops: tuple[Any, Any] = (None, None),
     steps: Sequence[str] = (),
+    subgraphs: bool = False,
 ) -> tuple[TaskResponse, dict[str, Any]]:
     """Run ``task``'s application on its thread (one superstep if ``one_step``); the
     response and the last updates. ``input`` is the graph's input as the client gave it
@@ -192,7 +193,10 @@ async def drive_app(
     goes on); ``config`` and ``context`` are the caller's (a factory is called with the
     run's config). ``events`` receives :class:`~.events.Message` and :class:`~.events.Custom`
     events, and with ``states`` each superstep's updates and each saved checkpoint, and the
-    parts of the stream modes named in ``steps`` (:class:`~.events.Step`)."""
+    parts of the stream modes named in ``steps`` (:class:`~.events.Step`). ``subgraphs``
+    (with ``states``): the parts its subgraphs stream in the modes of ``steps`` too, each a
+    step of mode ``MODE|NAMESPACE`` (:func:`nested_mode`), as LangGraph's server streams a
+    run with ``stream_subgraphs``."""
     run_conf = app_config(task, graph, config)
     async with graph.open(checkpointer, run_conf, context) as compiled:
         return await _drive_app(
@@ -208,6 +212,7 @@ async def drive_app(
             context,
             stops,
             steps,
+            subgraphs,
         )
 
 
@@ -224,6 +229,7 @@ async def _drive_app(
     context: Any,
     stops: tuple[Any, Any],
     steps: Sequence[str],
+    subgraphs: bool,
 ) -> tuple[TaskResponse, dict[str, Any]]:
     started = time.perf_counter()
     snapshot = None if task.new_thread else await compiled.aget_state(run_conf)
@@ -239,6 +245,9 @@ async def _drive_app(
     passed = step_modes(steps, events, states)
     if events is not None:
         modes += ["custom", "messages", *(m for m in passed if m != "events")]
+    nested = [m for m in NESTED_MODES if m in steps] if subgraphs and states else []
+    if "values" in nested:  # a subgraph's values (the run's own are its checkpoints)
+        modes.append("values")
     updates: dict[str, Any] = {}
     error: str | None = None
     last: CheckpointPayload[dict[str, Any]] | None = None
@@ -264,8 +273,27 @@ async def _drive_app(
         elif mode == "custom":
             events({"event": "custom", "data": chunk})
 
+    def route(part: Any) -> None:
+        """A part of the graph's stream: the run's own, or a subgraph's (with ``nested``)."""
+        if not nested:
+            take(*part)
+            return
+        namespace, mode, chunk = part
+        if not namespace:  # the run's own graph
+            if mode != "values":
+                take(mode, chunk)
+        elif mode == "messages" and "messages-tuple" not in nested:
+            take(mode, chunk)  # as LangGraph's server: a subgraph's messages/partial, unnamed
+        elif events is not None:
+            named = "messages-tuple" if mode == "messages" else mode
+            if named in nested:
+                data = list(chunk) if mode == "messages" else chunk
+                mode = cast(Any, nested_mode(named, namespace))  # a Step of a subgraph
+                events({"event": "step", "mode": mode, "data": data})
+
     options: dict[str, Any] = {
         "stream_mode": modes,
+        "subgraphs": bool(nested),
         "context": context,
         "interrupt_before": stops[0],  # (interrupt_before, interrupt_after) of the run
         "interrupt_after": "*" if one_step else stops[1],
@@ -273,11 +301,9 @@ async def _drive_app(
     }
 
     async def loop() -> None:
-        mode: str
-        chunk: Any
         if "events" not in passed:
-            async for mode, chunk in compiled.astream(payload, run_conf, **options):
-                take(mode, chunk)
+            async for part in compiled.astream(payload, run_conf, **options):
+                route(part)
             return
         # LangChain's event stream of the run: the graph's own stream parts are the root
         # run's on_chain_stream events; every other event is passed on as it is
@@ -285,8 +311,7 @@ async def _drive_app(
         conf = cast(RunnableConfig, {**run_conf, "run_id": root})
         async for event in compiled.astream_events(payload, conf, version="v2", **options):
             if event["event"] == "on_chain_stream" and event["run_id"] == str(root):
-                mode, chunk = event["data"]["chunk"]
-                take(mode, chunk)
+                route(event["data"]["chunk"])
             elif events is not None:
                 events({"event": "step", "mode": "events", "data": event})
 
@@ -301,6 +326,16 @@ async def _drive_app(
         task, compiled, run_conf, started=started, error=error, finished=finished
     )
     return response, updates
+
+
+NESTED_MODES = ("values", "updates", "custom", "checkpoints", "tasks", "debug", "messages-tuple")
+"""The stream modes whose parts a run with ``subgraphs`` sends from its subgraphs too."""
+
+
+def nested_mode(mode: str, namespace: Sequence[str]) -> str:
+    """The mode of a subgraph's part: ``MODE|NAMESPACE``, the namespace's parts (``node:task
+    id``, outermost first) joined by ``|``, as LangGraph's server names its event."""
+    return "|".join((mode, *namespace))
 
 
 def _answer(values: dict[str, Any]) -> str | None:

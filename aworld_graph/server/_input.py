@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from ._wire import ApiError
 
@@ -188,6 +188,7 @@ class RunCreate(_Body):
     command: Any = None  # checked by check_command, which names the field that is wrong
     metadata: Metadata | None = None
     stream_mode: Text | list[Text] | None = None
+    stream_subgraphs: StrictBool | None = None
     multitask_strategy: Text | None = None
     if_not_exists: Literal["create", "reject"] | None = None
     on_disconnect: Literal["cancel", "continue"] | None = None

@@ -125,3 +125,26 @@ def test_both_refuse_a_send_without_its_input(sides: dict[str, Side]) -> None:
         body = {"assistant_id": "steps", "command": {"goto": [{"node": "side"}]}}
         got = httpx.post(f"{side.url}/threads/{tid}/runs/wait", json=body, timeout=30)
         assert got.status_code == 422, (side.url, got.text)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="stream_subgraphs: the server's stream sink (server/_runs.py) takes no MODE|NAMESPACE "
+    "part yet, and GraphRun.drive no subgraphs flag; drop this mark with that change",
+)
+async def test_stream_subgraphs_streams_alike(sides: dict[str, Side]) -> None:
+    async def scenario(client: Any) -> Any:
+        tid = (await client.threads.create())["thread_id"]
+        streamed = client.runs.stream(
+            tid,
+            "parent",
+            input={"log": []},
+            stream_mode=["values", "updates", "custom"],
+            stream_subgraphs=True,
+        )
+        return [[part.event, part.data] async for part in streamed]
+
+    ours, peer = await both(sides, scenario)
+    assert ours == peer
+    child = [name for name, _ in ours if "|" in name]
+    assert child and {name.split("|")[1] for name in child} == {"child:<id1>"}
