@@ -245,7 +245,8 @@ async def _drive_app(
     passed = step_modes(steps, events, states)
     if events is not None:
         modes += ["custom", "messages", *(m for m in passed if m != "events")]
-    nested = [m for m in NESTED_MODES if m in steps] if subgraphs and states else []
+    subgraphs = subgraphs and states and events is not None
+    nested = [m for m in NESTED_MODES if m in steps] if subgraphs else []
     if "values" in nested:  # a subgraph's values (the run's own are its checkpoints)
         modes.append("values")
     updates: dict[str, Any] = {}
@@ -274,8 +275,10 @@ async def _drive_app(
             events({"event": "custom", "data": chunk})
 
     def route(part: Any) -> None:
-        """A part of the graph's stream: the run's own, or a subgraph's (with ``nested``)."""
-        if not nested:
+        """A part of the graph's stream: the run's own, or a subgraph's (with ``subgraphs``:
+        passed on in the modes of ``nested``; its chat-model messages otherwise as the run's
+        own, for the ``messages`` mode's parts)."""
+        if not subgraphs:
             take(*part)
             return
         namespace, mode, chunk = part
@@ -293,7 +296,7 @@ async def _drive_app(
 
     options: dict[str, Any] = {
         "stream_mode": modes,
-        "subgraphs": bool(nested),
+        "subgraphs": subgraphs,
         "context": context,
         "interrupt_before": stops[0],  # (interrupt_before, interrupt_after) of the run
         "interrupt_after": "*" if one_step else stops[1],
