@@ -94,6 +94,7 @@ async def drive(
     interrupt_before: list[str] | str | None = None,
     interrupt_after: list[str] | str | None = None,
     steps: Sequence[str] = (),
+    subgraphs: bool = False,
 ) -> tuple[TaskResponse, dict[str, Any]]:
     """Run ``task`` (one superstep if ``one_step``); returns the response and the last updates.
     ``interrupt_before`` / ``interrupt_after`` stop it before or after those nodes (``"*"``:
@@ -137,6 +138,7 @@ async def drive(
                 context=context,
                 stops=(interrupt_before, interrupt_after),
                 steps=steps,
+                subgraphs=subgraphs,
             )
         return await _drive(
             task,

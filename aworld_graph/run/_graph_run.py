@@ -141,6 +141,7 @@ class GraphRun:
         interrupt_before: list[str] | str | None = None,
         interrupt_after: list[str] | str | None = None,
         steps: Sequence[str] = (),
+        subgraphs: bool = False,
     ) -> TaskResponse:
         """Run the task on its thread until it ends, is interrupted or fails.
 
@@ -160,7 +161,10 @@ class GraphRun:
         ``interrupt_before`` / ``interrupt_after``: node names (or ``"*"``) the run stops
         before or after, as LangGraph's ``astream`` takes them (continue with no input).
         ``steps``: stream modes (``tasks``, ``debug``, ``events``) whose parts go to
-        ``events`` as they are (:class:`~.events.Step`, with ``states``).
+        ``events`` as they are (:class:`~.events.Step`, with ``states``). ``subgraphs``: a
+        LangGraph application's subgraphs' parts in the modes of ``steps`` go there too,
+        each as a step of mode ``MODE|NAMESPACE`` (a workflow has none: a nested swarm runs as
+        a thread of its own).
         """
         response, _ = await drive(
             self.task,
@@ -176,6 +180,7 @@ class GraphRun:
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
             steps=steps,
+            subgraphs=subgraphs,
         )
         return response
 

@@ -351,7 +351,8 @@ class Assistant:
         given = kwargs.get("input")
         if self.is_app and steers(kwargs.get("command")):  # LangGraph's Command as the input
             given = app_command(kwargs["command"])
-        return {"input": given, "config": config, "context": context}
+        subgraphs = bool(kwargs.get("stream_subgraphs"))  # a workflow has none: no-op
+        return {"input": given, "config": config, "context": context, "subgraphs": subgraphs}
 
 
 class Assistants:

@@ -99,13 +99,14 @@ may go on top of a run stopped mid-run (it superseded that run)."""
 def event_name(part: str, modes: list[str] | None) -> str | None:
     """The SSE event name of a feed part for a reader of ``modes`` (``None``: every mode),
     or ``None`` when that reader skips it."""
-    if part == "error" or modes is None:
-        return "messages" if part == "messages-tuple" else part
-    if part == "messages-tuple":
-        return "messages" if "messages-tuple" in modes else None
+    mode, bar, namespace = part.partition("|")  # a subgraph's part: MODE|NAMESPACE
+    if mode == "error" or modes is None:
+        return ("messages" if mode == "messages-tuple" else mode) + bar + namespace
+    if mode == "messages-tuple":
+        return "messages" + bar + namespace if "messages-tuple" in modes else None
     if part.startswith("messages/"):
         return part if "messages" in modes else None
-    return part if part in modes else None
+    return part if mode in modes else None
 
 
 _RAISED = re.compile(r"([A-Za-z_][\w.]*): (.*)", re.DOTALL)
@@ -298,7 +299,7 @@ class _Sink:
             return
 
         def put(mode: str, data: Any) -> None:
-            if wants[mode]:
+            if wants[mode.partition("|")[0]]:  # a subgraph's part: MODE|NAMESPACE
                 feed.append(mode, clean(data))
 
         if event["event"] == "step":  # LangGraph's own tasks / debug parts, as they are

@@ -127,11 +127,6 @@ def test_both_refuse_a_send_without_its_input(sides: dict[str, Side]) -> None:
         assert got.status_code == 422, (side.url, got.text)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream_subgraphs: the server's stream sink (server/_runs.py) takes no MODE|NAMESPACE "
-    "part yet, and GraphRun.drive no subgraphs flag; drop this mark with that change",
-)
 async def test_stream_subgraphs_streams_alike(sides: dict[str, Side]) -> None:
     async def scenario(client: Any) -> Any:
         tid = (await client.threads.create())["thread_id"]

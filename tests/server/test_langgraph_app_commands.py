@@ -190,11 +190,6 @@ async def test_subgraphs_are_the_graphs_own(app_sdk: Any) -> None:
     assert await app_sdk.assistants.get_subgraphs("steps", recurse=True) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream_subgraphs: the server's stream sink (server/_runs.py) takes no MODE|NAMESPACE "
-    "part yet, and GraphRun.drive no subgraphs flag; drop this mark with that change",
-)
 async def test_stream_subgraphs_sends_a_subgraphs_parts_under_its_namespace(app_sdk: Any) -> None:
     modes = ["values", "updates", "custom"]
     thread = (await app_sdk.threads.create())["thread_id"]
@@ -234,11 +229,6 @@ async def test_stream_subgraphs_must_be_a_boolean(app_server: LiveServer) -> Non
     assert got.status_code == 422 and "stream_subgraphs" in got.json()["message"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stream_subgraphs: the server's stream sink (server/_runs.py) takes no MODE|NAMESPACE "
-    "part yet, and GraphRun.drive no subgraphs flag; drop this mark with that change",
-)
 async def test_a_subgraphs_chat_model_streams_under_its_namespace(app_sdk: Any) -> None:
     """``nested`` runs ``chat`` as its subgraph ``inner``: its chat model's tokens go out as
     ``messages|inner:TASK`` tuples when ``messages-tuple`` is asked for, and as the unnamed
