@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from ._assistants import Assistant, contains, mirrored
 from ._input import Count, Id, Metadata, Text, _Body, query_count
+from ._thread_routes import query_flag
 from ._wire import ApiError
 
 if TYPE_CHECKING:
@@ -173,11 +174,9 @@ class AssistantRoutes:
 
     async def assistant_subgraphs(self, request: Request) -> Response:
         found = self._get(request)
-        raw = request.query_params.get("recurse", "false").lower()
-        if raw not in ("true", "false"):
-            raise ApiError(422, "invalid_query", f"recurse must be true or false; got {raw!r}")
+        recurse = query_flag(request.query_params, "recurse")
         namespace = request.path_params.get("namespace")
-        return self.app.json(await found.subgraphs(namespace, raw == "true"))
+        return self.app.json(await found.subgraphs(namespace, recurse))
 
     async def agents_search(self, request: Request) -> Response:
         found, body = await self._search(request)
@@ -286,9 +285,18 @@ class AssistantRoutes:
         return self.app.json(self.app.assistants.get(assistant_id).json())
 
     async def delete(self, request: Request) -> Response:
+        """``DELETE /assistants/{id}``; with ``delete_threads=true``, as LangGraph's server,
+        also every thread whose ``metadata.assistant_id`` is this assistant (its runs and
+        checkpoints with it)."""
         assistant_id = self._own(request.path_params["assistant_id"], "deleted")
+        threads = query_flag(request.query_params, "delete_threads")
+        self.app.assistants.get(assistant_id)  # a 404 before anything is cancelled
         for run in list(self.app.runs.live.values()):  # its runs going stop, as LangGraph's do
             if run.assistant.assistant_id == assistant_id:
-                await self.app.runs.cancel(run)
+                await self.app.runs.cancel(run, wait=threads)
+        if threads:
+            mine = {"metadata": {"assistant_id": assistant_id}, "limit": 1 << 30}
+            for thread in await self.app.threads.search(mine):
+                await self.app.threads.delete(thread["thread_id"])
         await self._table().delete(assistant_id)
         return Response(status_code=204)

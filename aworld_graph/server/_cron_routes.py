@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from ._crons import CronScheduler, CronTable, next_time, zone
 from ._input import Id, Metadata, RunCreate, Text, _Body, validate
+from ._runs import STREAM_MODES
 from ._webhooks import check_webhook
 from ._wire import ApiError, clean, now
 
@@ -100,6 +101,20 @@ def _end(value: Any) -> str | None:
     return (end if end.tzinfo else end.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
 
 
+def _check_run(payload: dict[str, Any]) -> None:
+    """A 422 for a cron's run that its firing would refuse: a field of the wrong type, or a
+    stream mode the server does not serve (checked now, not when it fires)."""
+    validate(RunCreate, payload)
+    modes = payload.get("stream_mode")
+    for mode in [modes] if isinstance(modes, str) else modes or []:
+        if mode not in STREAM_MODES:
+            raise ApiError(
+                422,
+                "invalid_stream_mode",
+                f"stream_mode {mode[:40]!r} is not served; use any of {', '.join(STREAM_MODES)}",
+            )
+
+
 def _json(cron: dict[str, Any]) -> dict[str, Any]:
     """The API's ``Cron`` object."""
     shown: dict[str, Any] = clean({**cron, "user_id": None})
@@ -138,6 +153,7 @@ class CronRoutes:
         stamp = datetime.now(UTC)
         payload = {k: v for k, v in body.items() if k not in _NOT_PAYLOAD and v is not None}
         payload["assistant_id"] = assistant.assistant_id
+        _check_run(payload)
         cron = {
             "cron_id": str(uuid.uuid4()),
             "assistant_id": assistant.assistant_id,
@@ -197,6 +213,7 @@ class CronRoutes:
         if changes:
             cron["payload"] = {**cron["payload"], **changes}
             cron["payload"]["assistant_id"] = cron["assistant_id"]
+            _check_run(cron["payload"])
         cron["updated_at"] = now()
         await self.table.put(cron)
         self.scheduler.wake()

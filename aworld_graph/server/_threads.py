@@ -16,12 +16,13 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.types import StateSnapshot
 
 from ..errors import AWorldGraphError
 from ..run import built
 from ..runner import Runners
 from ..trajectory import run_status
-from ._assistants import Assistant, Assistants
+from ._assistants import Assistant, Assistants, contains
 from ._chat import chat_values
 from ._input import before_id
 from ._runs import RunManager, stamp
@@ -259,14 +260,20 @@ class Threads:
         return list(await asyncio.to_thread(self.saver.threads))
 
     async def search(self, body: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """``POST /threads/search``: by ``ids``, ``metadata`` (exact), ``status``; newest first."""
+        """``POST /threads/search``: by ``ids``, ``metadata`` (exact), ``values`` (contained,
+        as PostgreSQL's ``@>``), ``status``; ordered by ``sort_by`` (``updated_at``, newest
+        first, by default) in ``sort_order``."""
         wanted_ids = set(body.get("ids") or [])
         wanted_meta = dict(body.get("metadata") or {})
+        wanted_values = body.get("values") or {}
         wanted_status = body.get("status")
         offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
+        key = str(body.get("sort_by") or "updated_at")
+        by_time = key in ("updated_at", "state_updated_at")  # the store's own order
+        descending = body.get("sort_order", "desc") != "asc"
         summaries = {s.thread_id: s for s in await self._summaries()}
         stamped = [(s.last_at, t) for t, s in summaries.items()]
-        order = [t for _, t in sorted(stamped, reverse=True)]
+        order = [t for _, t in sorted(stamped, reverse=descending)]
         out: list[dict[str, Any]] = []
         for thread_id in order:
             if wanted_ids and thread_id not in wanted_ids:
@@ -274,12 +281,28 @@ class Threads:
             thread = await self.get(thread_id, summaries.get(thread_id))
             if any(thread["metadata"].get(k) != v for k, v in wanted_meta.items()):
                 continue
+            if wanted_values and not contains(thread["values"] or {}, wanted_values):
+                continue
             if wanted_status and thread["status"] != wanted_status:
                 continue
             out.append(thread)
-            if len(out) >= offset + limit:
+            if by_time and len(out) >= offset + limit:
                 break
-        return out[offset:]
+        if not by_time:
+            out.sort(key=lambda t: (t[key] is None, str(t[key] or "")), reverse=descending)
+        return out[offset : offset + limit]
+
+    async def prune(self, thread_ids: list[str]) -> int:
+        """Delete each of ``thread_ids`` that is there (``POST /threads/prune``, strategy
+        ``delete``, as LangGraph's server: one not found is passed over); how many were."""
+        pruned = 0
+        for thread_id in dict.fromkeys(thread_ids):
+            self._idle(thread_id, "prune")
+        for thread_id in dict.fromkeys(thread_ids):
+            if await self.exists(thread_id):
+                await self.delete(thread_id)
+                pruned += 1
+        return pruned
 
     async def patch(self, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Merge ``metadata`` into a thread's, as LangGraph's ``PATCH /threads/{id}`` does: on
@@ -335,7 +358,11 @@ class Threads:
 
     # -- state -----------------------------------------------------------------------------
 
-    async def state(self, thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    async def state(
+        self, thread_id: str, checkpoint_id: str | None = None, *, subgraphs: bool = False
+    ) -> dict[str, Any]:
+        """The thread's ``ThreadState`` (at ``checkpoint_id``); with ``subgraphs``, each task
+        of a subgraph holds the subgraph's own state, as LangGraph's ``get_state``."""
         found = await self.saver.aget_tuple(_config(thread_id, checkpoint_id))
         if found is None and checkpoint_id:
             if not await self.exists(thread_id):
@@ -349,7 +376,7 @@ class Threads:
         if is_record(found) or (found is None and self.runs.busy(thread_id)):
             return snapshot_json(_Empty(), thread_id)
         compiled = await self._graph(thread_id)
-        snapshot = await compiled.aget_state(_config(thread_id, checkpoint_id))
+        snapshot = await compiled.aget_state(_config(thread_id, checkpoint_id), subgraphs=subgraphs)
         return self._state_json(snapshot, thread_id)
 
     async def history(self, thread_id: str, body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -409,13 +436,18 @@ class Threads:
         await self._publish(thread_id, compiled)
         return {"checkpoint": checkpoint_ref(config)}
 
-    def _state_json(self, snapshot: Any, thread_id: str) -> dict[str, Any]:
+    def _state_json(self, snapshot: Any, thread_id: str, app: bool | None = None) -> dict[str, Any]:
         """A snapshot as the API's ``ThreadState``, its messages as chat UIs read them. The
         first run's input checkpoint (step -1) shows no parent: at most a thread record comes
         before it, and that is not state."""
         data = snapshot_json(snapshot, thread_id)
-        assistant = self.assistants.of_metadata(snapshot.metadata or {})
-        data["values"] = chat_values(data["values"], assistant is not None and assistant.is_app)
+        if app is None:
+            assistant = self.assistants.of_metadata(snapshot.metadata or {})
+            app = assistant is not None and assistant.is_app
+        for task, shown in zip(snapshot.tasks or (), data["tasks"], strict=True):
+            if isinstance(getattr(task, "state", None), StateSnapshot):  # a subgraph's state
+                shown["state"] = self._state_json(task.state, thread_id, app)
+        data["values"] = chat_values(data["values"], app)
         if (snapshot.metadata or {}).get("step") == -1:
             data["parent_checkpoint"] = None
         return data
