@@ -13,7 +13,6 @@ one goes with that checkpointer (:meth:`AppGraph.use_store`; the server's item s
 from __future__ import annotations
 
 import time
-import uuid
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -29,6 +28,7 @@ from langgraph.types import CheckpointPayload, Command, StreamMode
 
 from ..swarm.graph import BuiltGraph, LangGraphApp
 from ..task import Task, TaskResponse
+from ._langchain_events import root_run_id
 from ._response import _asked, pending_nodes, run_loop, step_modes
 from .events import EventSink
 
@@ -309,8 +309,9 @@ async def _drive_app(
                 route(part)
             return
         # LangChain's event stream of the run: the graph's own stream parts are the root
-        # run's on_chain_stream events; every other event is passed on as it is
-        root = uuid.uuid4()
+        # run's on_chain_stream events; every other event is passed on as it is. The root's
+        # run id is the server's run id, as LangGraph's server streams it
+        root = root_run_id(run_conf.get("metadata") or {})
         conf = cast(RunnableConfig, {**run_conf, "run_id": root})
         async for event in compiled.astream_events(payload, conf, version="v2", **options):
             if event["event"] == "on_chain_stream" and event["run_id"] == str(root):

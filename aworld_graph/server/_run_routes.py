@@ -1,9 +1,10 @@
 """The run endpoints: create (background), stream over SSE, wait, join, cancel, list.
 
 A run request is checked against the thread before it starts: a resume needs a pending
-interrupt; a new input needs a thread that has not run yet, or whose last run finished (then
-it is the next turn of the thread's conversation); a continuation (no input) a thread that
-has run. A run is never tied to its HTTP request: a client that disconnects
+interrupt; a continuation (no input) a thread that has run. New input is the next turn of the
+thread's conversation, on top of the state it stands in, as LangGraph's server runs it: the
+tasks pending there (a human step not answered, a node a stopped run did not reach) are
+dropped. A run is never tied to its HTTP request: a client that disconnects
 leaves it going (unless it asked for ``on_disconnect="cancel"``), and it can be joined.
 """
 
@@ -182,7 +183,7 @@ class RunRoutes:
             await self.check(thread_id, text, has_resume)
 
         async def later(run: Run) -> None:
-            await self.check(thread_id, text, has_resume, run.over, at=run.checkpoint_id)
+            await self.check(thread_id, text, has_resume, at=run.checkpoint_id)
 
         run = await self.runs.start(
             thread_id=thread_id,
@@ -212,40 +213,20 @@ class RunRoutes:
         thread_id: str,
         text: str | None,
         has_resume: bool,
-        over: bool = False,
         at: str | None = None,
     ) -> None:
         """Refuse with an ``ApiError`` a run the thread cannot take now (at checkpoint
-        ``at``, when the run starts from it). ``over``: new input goes on top of the state
-        the thread stands in, as in LangGraph (the run superseded the one going, with
-        ``multitask_strategy="interrupt"``, or starts from a checkpoint)."""
+        ``at``, when the run starts from it). New input is taken on any thread, as LangGraph's
+        server takes it: on one that waits for a human step or stopped mid-run it goes on top
+        (the run drops the tasks pending there)."""
         state = await self.threads.state(thread_id, at)
         started = bool(state["values"]) or state["checkpoint"]["checkpoint_id"] is not None
-        if text is not None and (state["interrupts"] or state["next"]) and not over:
-            # after a client's cancel new input goes on top of where the run stopped, as in
-            # LangGraph's server (its run drops the tasks left pending)
-            over = await self.runs.follows_cancel(thread_id)
         if has_resume and not state["interrupts"]:
             raise ApiError(
                 409,
                 "no_interrupt",
                 f"thread {thread_id} is not waiting for input, so there is nothing to resume; "
                 + ("send input null to continue it" if state["next"] else "start a new run"),
-            )
-        if text is not None and state["interrupts"] and not over:
-            raise ApiError(
-                409,
-                "thread_interrupted",
-                f"thread {thread_id} is waiting for input, so it takes no new input yet; "
-                "answer its interrupt with command={'resume': ...}",
-            )
-        if text is not None and state["next"] and not over:
-            raise ApiError(
-                409,
-                "thread_unfinished",
-                f"thread {thread_id} stopped mid-run (cancelled, failed or its server killed) "
-                f"before {', '.join(state['next'])}, so it takes no new input yet; continue it "
-                "with input null",
             )
         if text is None and not has_resume and not started:
             raise ApiError(

@@ -121,15 +121,6 @@ class RunTable:
             found = tx.all(f"{_SELECT} WHERE thread_id = ? ORDER BY created_at", [thread_id])
         return [_row(r) for r in found]
 
-    def last(self, thread_id: str, before: str | None = None) -> dict[str, Any] | None:
-        """A thread's last stored run (the last created before ``before``, if given)."""
-        sql, args = f"{_SELECT} WHERE thread_id = ?", [thread_id]
-        if before is not None:
-            sql, args = f"{sql} AND created_at < ?", [*args, before]
-        with self.database.read() as tx:
-            found = tx.one(f"{sql} ORDER BY created_at DESC LIMIT 1", args)
-        return None if found is None else _row(found)
-
     def unfinished(self) -> list[dict[str, Any]]:
         """The runs stored ``pending`` or ``running``, oldest first."""
         sql = f"{_SELECT} WHERE status IN ('pending', 'running') ORDER BY created_at"

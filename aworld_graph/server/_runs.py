@@ -18,9 +18,14 @@ committed and, when it starts at once, the first checkpoint it streams is commit
 new input's input checkpoint; a resume's or a continuation's the one it goes on from). A run
 queued behind another on its thread (``enqueue``) is acknowledged once its row is committed.
 When a server starts (:meth:`RunManager.recover`), a run its predecessor left ``running``
-reads ``interrupted`` (its thread continues from its last checkpoint with input ``null``) and
-the queued runs it never started start again, per thread in the order they were accepted, as
-LangGraph's server takes pending runs from its store's queue.
+reads ``interrupted`` (its thread continues from its last checkpoint with input ``null``, or
+takes new input on top) and the queued runs it never started start again, per thread in the
+order they were accepted, as LangGraph's server takes pending runs from its store's queue.
+
+New input on a thread that has tasks pending (a human step waits, a run stopped before a node
+by ``interrupt_before``/``interrupt_after``, was cancelled, failed or its server died) runs on
+top of the state it stands in, the pending tasks dropped, as LangGraph's server runs it; a
+person who sends a new message instead of answering starts a new turn.
 
 The table is the one source of the runs the server accepted: listing, reading and joining a
 run it is not holding read the table, and checkpoints are read only for runs it has no row of
@@ -90,10 +95,9 @@ KEEP_FINISHED = 100
 """How many finished runs a server holds in memory with their stream feeds, newest first, so
 a client can still join them; older ones are read from the store (without their events)."""
 
-Check = Callable[[str, str | None, bool, bool], Awaitable[None]]
-"""``check(thread_id, text, has_resume, over)``: refuses a run the thread cannot take now with
-an ``ApiError`` (the routes' rule, run again when a queued run starts); ``over``: new input
-may go on top of a run stopped mid-run (it superseded that run)."""
+Check = Callable[[str, str | None, bool], Awaitable[None]]
+"""``check(thread_id, text, has_resume)``: refuses a run the thread cannot take now with an
+``ApiError`` (the routes' rule, run again when a queued run starts)."""
 
 
 def event_name(part: str, modes: list[str] | None) -> str | None:
@@ -192,11 +196,6 @@ class Run:
     """The thread was made for this run (a run without a thread): nothing to read back."""
     modes: list[str] | None = None
     """The stream modes its feed holds (``None``: all of them)."""
-    over: bool = False
-    """New input goes on top of the state the thread stands in, dropping the tasks pending
-    there, as LangGraph's loop does: the run cancelled the runs going on its thread
-    (``multitask_strategy="interrupt"``), follows a run a client cancelled, or starts from a
-    checkpoint."""
     checkpoint_id: str | None = None
     """The checkpoint it starts from (``checkpoint`` / ``checkpoint_id``): copied as the
     thread's head when it starts, a new branch."""
@@ -362,7 +361,7 @@ def _left(created_at: Any, after_seconds: Any) -> float:
 
 
 async def _checked(check: Check, thread_id: str, text: str | None, has: bool, run: Run) -> None:
-    await check(thread_id, text, has, run.over)
+    await check(thread_id, text, has)
 
 
 def stamp(assistant: Assistant, run_id: str | None = None) -> dict[str, Any]:
@@ -484,7 +483,6 @@ class RunManager:
             kwargs=kwargs,
             new_thread=new_thread,
             modes=modes,
-            over=bool(running) and multitask_strategy == "interrupt" or bool(checkpoint_id),
             checkpoint_id=checkpoint_id,
             delay=delay,
             temporary=temporary,
@@ -557,7 +555,6 @@ class RunManager:
                 kwargs=kwargs,
                 created_at=str(row["created_at"]),
                 new_thread=new_thread,
-                over=strategy == "interrupt" or bool(kwargs.get("checkpoint_id")),
                 checkpoint_id=kwargs.get("checkpoint_id") or None,
                 delay=_left(row["created_at"], kwargs.get("after_seconds")),
                 temporary=new_thread and kwargs.get("on_completion") == "delete",
@@ -603,13 +600,11 @@ class RunManager:
                 await asyncio.sleep(run.delay)
             if before is not None:
                 await before.done.wait()
-            if text is not None and not run.over:
-                run.over = await self.follows_cancel(run.thread_id, run.created_at)
             if check is not None:  # at the checkpoint it starts from, if it names one
                 await check(run)
             if run.checkpoint_id is not None:
                 await self._copy_checkpoint(run)
-            if run.over and text is not None:
+            if text is not None and not run.assistant.is_app:
                 await self._drop_pending(run)
             await self._drive(run, text, resume)
         except asyncio.CancelledError:
@@ -677,8 +672,11 @@ class RunManager:
             await compiled.aupdate_state(named, None, as_node=END)
 
     async def _drop_pending(self, run: Run) -> None:
-        """Clear the tasks a superseded run left pending (LangGraph's ``update_state`` with
-        ``as_node=END``), so new input runs on top of the state it stopped in."""
+        """Clear the tasks a workflow's thread has pending (a human step waiting, a node it
+        stopped before: LangGraph's ``update_state`` with ``as_node=END``, a checkpoint on top
+        of the ones kept), so new input is the next turn on top of the state it stopped in, as
+        LangGraph's loop drops them for a LangGraph application's new input (its run does it
+        itself)."""
         compiled = built(run.assistant.source).compile(self.saver)
         config: RunnableConfig = {"configurable": {"thread_id": run.thread_id}}
         snapshot = await compiled.aget_state(config)
@@ -742,17 +740,6 @@ class RunManager:
         run.task.cancel()
         if wait:
             await run.done.wait()
-
-    async def follows_cancel(self, thread_id: str, before: str | None = None) -> bool:
-        """Whether the thread's last run (the last created before ``before``) was cancelled
-        by a client, so new input goes on top of the state it stopped in, as in LangGraph's
-        server (a run stopped by its server's death is continued with input ``null``)."""
-        last = await asyncio.to_thread(self.table.last, thread_id, before)
-        return (
-            last is not None
-            and last["status"] == "interrupted"
-            and (last["error"] or {}).get("error") == CANCELLED
-        )
 
     async def cancel_many(self, runs: list[Run], action: str) -> None:
         """Cancel ``runs`` (those still going; the others have ended) and wait for them."""

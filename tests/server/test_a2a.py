@@ -233,7 +233,9 @@ async def test_one_task_of_many_turns(tmp_path: Path) -> None:
     store.close()
 
 
-async def test_cancel_a_task_waiting_for_input(server: LiveServer) -> None:
+async def test_cancel_a_task_waiting_for_input_then_a_new_task_on_its_context(
+    server: LiveServer,
+) -> None:
     client = await _client(f"{server.url}/a2a/approval")
     asked = _task(await _sent(client, _message("Plan a party")))
     assert asked.status.state == S.TASK_STATE_INPUT_REQUIRED
@@ -241,6 +243,19 @@ async def test_cancel_a_task_waiting_for_input(server: LiveServer) -> None:
     assert cancelled.status.state == S.TASK_STATE_CANCELED
     with pytest.raises(UnsupportedOperationError):
         await _sent(client, _message("approve", task_id=asked.id))
+    # a message on its context is no answer to the cancelled task: a new task, on top of the
+    # thread (the human step it left is dropped), which drafts and asks again
+    fresh = _task(await _sent(client, _message("Plan a picnic", context_id=asked.context_id)))
+    assert fresh.id != asked.id and fresh.context_id == asked.context_id
+    assert fresh.status.state == S.TASK_STATE_INPUT_REQUIRED
+    users = [m.parts[0].text for m in fresh.history if m.role == pb.Role.ROLE_USER]
+    assert users == ["Plan a party", "Plan a picnic"]
+    # while it waits, the next message on the context answers it (a resume, not a new task)
+    done = _task(await _sent(client, _message("approve", context_id=asked.context_id)))
+    assert done.id == fresh.id and done.status.state == S.TASK_STATE_COMPLETED
+    assert done.artifacts[0].parts[0].text == "published the plan"
+    old = await client.get_task(pb.GetTaskRequest(id=asked.id))
+    assert old.status.state == S.TASK_STATE_CANCELED
     await _close(client)
 
 

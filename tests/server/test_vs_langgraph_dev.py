@@ -378,6 +378,23 @@ async def test_the_events_mode_streams_langchains_events(sides: dict[str, Side])
     assert ours == peer
 
 
+async def _events_root(client: Any) -> dict[str, Any]:
+    tid = (await client.threads.create())["thread_id"]
+    run_id, roots = None, []
+    async for part in client.runs.stream(tid, "chat", input=user("hi"), stream_mode="events"):
+        if part.event == "metadata":
+            run_id = part.data["run_id"]
+        elif not part.data["parent_ids"]:  # the graph's own events
+            roots.append([part.data["event"], part.data["run_id"] == run_id])
+    return {"roots": roots}
+
+
+async def test_the_events_of_the_graph_carry_the_run_id(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _events_root)
+    assert ["on_chain_start", True] in peer["roots"] and ["on_chain_end", True] in peer["roots"]
+    assert ours == peer
+
+
 async def _interrupt(client: Any) -> dict[str, Any]:
     tid = (await client.threads.create())["thread_id"]
     asked = await client.runs.wait(tid, "review", input=user("the plan"))
@@ -664,6 +681,53 @@ async def test_a_cancelled_run_continues_with_input_null(sides: dict[str, Side])
     assert peer["again"][-2:] == [["human", "slow"], ["ai", "you said: slow"]]
     assert peer["runs"] == ["success", "interrupted", "success"] and peer["then"] == "idle"
     assert ours == peer
+
+
+def _input_on_top(stop: str) -> Scenario:
+    """A run that stops (``stop``: at a human step, at ``interrupt_before`` /
+    ``interrupt_after``, or failed), then new input on its thread instead of an answer."""
+
+    async def scenario(client: Any) -> dict[str, Any]:
+        tid = (await client.threads.create())["thread_id"]
+        graph, first, then = "chat", user("one"), user("two")
+        if stop == "interrupt":
+            graph = "review"
+            await client.runs.wait(tid, graph, input=first)
+        elif stop == "failed":
+            made = await client.runs.create(tid, graph, input={**first, "fail": "boom"})
+            await client.runs.join(tid, made["run_id"])
+            then = {**then, "fail": ""}
+        else:
+            graph = "review" if stop == "interrupt_after" else "chat"
+            node = "draft" if stop == "interrupt_after" else "reply"
+            await client.runs.wait(tid, graph, input=first, **{stop: [node]})
+        before = await client.threads.get_state(tid)
+        status = (await client.threads.get(tid))["status"]
+        again = await client.runs.wait(tid, graph, input=then)
+        history = await client.threads.get_history(tid, limit=100)
+        return {
+            "before": {"status": status, "next": before["next"]},
+            "again": {**again, "__interrupt__": bool(again.get("__interrupt__"))},
+            "history": [state(s) for s in history],
+            "thread": thread(await client.threads.get(tid)),
+            "runs": [r["status"] for r in await client.runs.list(tid)],
+        }
+
+    return scenario
+
+
+@pytest.mark.parametrize("stop", ["interrupt", "interrupt_before", "interrupt_after", "failed"])
+async def test_new_input_goes_on_top_of_a_stopped_thread(sides: dict[str, Side], stop: str) -> None:
+    # New input on a thread that waits for a human step (or stopped before/after a node, or
+    # failed) is no 409: it runs on top, the pending task dropped (a chat UI user who types
+    # instead of answering gets a new turn); the earlier checkpoints all stay in the history.
+    ours, peer = await both(sides, _input_on_top(stop))
+    assert peer["before"]["next"] and said(peer["again"])[:2] == [
+        ["human", "one"],
+        ["human", "two"],
+    ]
+    assert peer["runs"][0] == "success"
+    assert without_response_schema(ours) == without_response_schema(peer)
 
 
 def _multitask(strategy: str) -> Scenario:
