@@ -2,8 +2,9 @@
 on top of the state the thread stands in, the pending tasks dropped. A person who sends a new
 message instead of answering a human step starts a new turn; a thread whose run its server's
 death stopped takes new input after the restart. Every checkpoint the thread had stays in its
-history, and ``aworld-graph resume`` goes on with the thread as the server left it. (LangGraph
-applications: side by side with ``langgraph dev`` in ``test_vs_langgraph_dev.py``.)"""
+history, and ``aworld-graph resume`` goes on with the thread as the server left it. Over MCP,
+a call with ``input`` and the ``thread_id`` of a run that needs input is its next turn.
+(LangGraph applications: side by side with ``langgraph dev`` in ``test_vs_langgraph_dev.py``.)"""
 
 from __future__ import annotations
 
@@ -11,16 +12,19 @@ import asyncio
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from langgraph_sdk import get_client
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.server.app_server import CLI, ROOT, free_port
+from tests.server.conftest import LiveServer
 from tests.server.test_restart import Served, processes  # noqa: F401 (its fixture)
-
-pytestmark = pytest.mark.slow
 
 
 async def _ids(sdk: Any, thread: str) -> list[str]:
@@ -47,6 +51,7 @@ def _users(values: dict[str, Any]) -> list[str]:
     return [m["content"] for m in values["messages"] if m["role"] == "user"]
 
 
+@pytest.mark.slow
 async def test_new_input_on_a_waiting_or_killed_thread_is_a_new_turn_on_top(
     tmp_path: Path,
     processes: list[Served],  # noqa: F811 (test_restart's fixture)
@@ -102,3 +107,32 @@ async def test_new_input_on_a_waiting_or_killed_thread_is_a_new_turn_on_top(
     answered = await asyncio.to_thread(_resume, db, waiting, "approve")
     assert answered.returncode == 0, answered.stderr
     assert "answer: published the plan" in answered.stdout
+
+
+async def test_mcp_input_on_a_thread_that_needs_input_is_its_next_turn(
+    serve: Callable[..., LiveServer],
+) -> None:
+    server = serve()
+    url = f"{server.url}/mcp"
+    async with (
+        httpx2.AsyncClient(timeout=60) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as mcp,
+    ):
+        await mcp.initialize()
+        asked = (await mcp.call_tool("approval", {"input": "plan a trip"})).structured_content
+        assert asked is not None and asked["status"] == "needs_input"
+        thread = asked["thread_id"]
+        # input with the thread, not resume: a new turn on top, which asks again
+        call = {"thread_id": thread, "input": "plan a picnic"}
+        again = (await mcp.call_tool("approval", call)).structured_content
+        assert again is not None and again["status"] == "needs_input"
+        assert again["prompt"] == "Approve the plan?" and again["thread_id"] == thread
+        answer = {"thread_id": thread, "resume": "approve"}
+        done = (await mcp.call_tool("approval", answer)).structured_content
+    assert done is not None and done["status"] == "success"
+    assert done["answer"] == "published the plan"
+    sdk = get_client(url=server.url, api_key=None)
+    state = await sdk.threads.get_state(thread)
+    await sdk.aclose()
+    assert _users(state["values"]) == ["plan a trip", "plan a picnic", "approve"]
