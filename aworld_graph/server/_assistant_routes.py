@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from ._assistants import Assistant, contains, mirrored
 from ._input import Count, Id, Metadata, Text, _Body, query_count
-from ._thread_routes import query_flag
+from ._thread_routes import EXACT, query_flag
 from ._wire import ApiError
 
 if TYPE_CHECKING:
@@ -41,6 +41,8 @@ class _Config(_Body):
 class AssistantCreate(_Body):
     """``POST /assistants``."""
 
+    model_config = EXACT
+
     graph_id: Text
     assistant_id: Id | None = None
     config: _Config | None = None
@@ -54,6 +56,8 @@ class AssistantCreate(_Body):
 class AssistantPatch(_Body):
     """``PATCH /assistants/{assistant_id}``."""
 
+    model_config = EXACT
+
     graph_id: Text | None = None
     config: _Config | None = None
     context: dict[str, Any] | None = None
@@ -64,6 +68,8 @@ class AssistantPatch(_Body):
 
 class AssistantQuery(_Body):
     """``POST /assistants/search``, ``/assistants/count`` and ``/agents/search``."""
+
+    model_config = EXACT
 
     graph_id: Text | None = None
     name: Text | None = None
@@ -94,6 +100,8 @@ class AssistantQuery(_Body):
 class AssistantVersions(_Body):
     """``POST /assistants/{assistant_id}/versions``."""
 
+    model_config = EXACT
+
     metadata: dict[str, Any] | None = None
     limit: Limit = 10
     offset: Count = 0
@@ -101,6 +109,8 @@ class AssistantVersions(_Body):
 
 class AssistantLatest(_Body):
     """``POST /assistants/{assistant_id}/latest``."""
+
+    model_config = EXACT
 
     version: Annotated[int, Field(strict=True, ge=1)]
 

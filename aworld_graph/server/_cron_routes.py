@@ -16,6 +16,7 @@ from starlette.responses import Response
 from ._crons import CronScheduler, CronTable, next_time, zone
 from ._input import Id, Metadata, RunCreate, Text, _Body, validate
 from ._runs import STREAM_MODES
+from ._thread_routes import EXACT
 from ._webhooks import check_webhook
 from ._wire import ApiError, clean, now
 
@@ -77,6 +78,8 @@ class CronPatch(_Body):
 
 class CronSearch(_Body):
     """``POST /runs/crons/search`` and ``/runs/crons/count``."""
+
+    model_config = EXACT
 
     assistant_id: Annotated[str, Field(strict=True, max_length=256)] | None = None
     thread_id: Id | None = None

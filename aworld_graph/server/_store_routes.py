@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from ._input import Count, _Body, validate
 from ._item_store import ItemStore
+from ._thread_routes import EXACT
 from ._wire import ApiError, clean
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ def _no_true(value: bool) -> bool:
 class StorePut(_Body):
     """``PUT /store/items``."""
 
+    model_config = EXACT
+
     namespace: ItemNamespace
     key: Key
     value: dict[str, Any]
@@ -71,10 +74,13 @@ class StorePut(_Body):
         | list[Annotated[str, Field(strict=True)]]
         | None
     ) = None
+    ttl: None = None  # a time to live is refused before (items are kept until deleted)
 
 
 class StoreDelete(_Body):
     """``DELETE /store/items``."""
+
+    model_config = EXACT
 
     namespace: Namespace = []
     key: Key
@@ -82,6 +88,8 @@ class StoreDelete(_Body):
 
 class StoreSearch(_Body):
     """``POST /store/items/search``."""
+
+    model_config = EXACT
 
     namespace_prefix: Namespace | None = None
     filter: dict[str, Any] | None = None
@@ -93,6 +101,8 @@ class StoreSearch(_Body):
 
 class StoreNamespaces(_Body):
     """``POST /store/namespaces``."""
+
+    model_config = EXACT
 
     prefix: Namespace | None = None
     suffix: Namespace | None = None

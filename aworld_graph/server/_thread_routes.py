@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, StrictBool
+from pydantic import ConfigDict, Field, StrictBool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -27,7 +27,7 @@ from ._wire import ApiError
 if TYPE_CHECKING:
     from ._app import App, Rows
 
-__all__ = ["ThreadRoutes", "query_flag", "selected"]
+__all__ = ["EXACT", "ThreadRoutes", "query_flag", "selected"]
 
 STATE_FIELDS = (
     *("values", "next", "tasks", "checkpoint", "metadata", "created_at"),
@@ -78,6 +78,26 @@ def refused(field: str, why: str) -> ApiError:
 _NO_TTL = "threads are kept until deleted (DELETE /threads/THREAD, or POST /threads/prune)"
 
 
+EXACT = ConfigDict(extra="forbid")
+"""A body of these routes names only fields they read: another is a 422 naming it."""
+
+
+class ThreadMade(ThreadCreate):
+    """``POST /threads``, every field LangGraph's clients send (``supersteps`` and ``ttl``
+    refused by :func:`_refuse_create`)."""
+
+    model_config = EXACT
+    supersteps: Any = None
+    ttl: Any = None
+
+
+class ThreadPatched(ThreadPatch):
+    """``PATCH /threads/{thread_id}`` (``ttl`` refused)."""
+
+    model_config = EXACT
+    ttl: Any = None
+
+
 def _refuse_create(body: Mapping[str, Any]) -> None:
     """A 422 for what ``POST /threads`` may carry from LangGraph's clients but is not served."""
     if body.get("supersteps"):
@@ -93,6 +113,7 @@ def _refuse_create(body: Mapping[str, Any]) -> None:
 class ThreadQuery(ThreadSearch):
     """``POST /threads/search`` and ``/threads/count``, as LangGraph's server reads them."""
 
+    model_config = EXACT
     values: dict[str, Any] | None = None
     sort_by: Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"] = (
         "updated_at"
@@ -107,6 +128,7 @@ class ThreadQuery(ThreadSearch):
 class ThreadPrune(_Body):
     """``POST /threads/prune``."""
 
+    model_config = EXACT
     thread_ids: list[Annotated[str, Field(strict=True)]]
     strategy: Literal["delete", "keep_latest"] = "delete"
 
@@ -114,6 +136,7 @@ class ThreadPrune(_Body):
 class StateQuery(StateAt):
     """``POST /threads/{thread_id}/state/checkpoint``."""
 
+    model_config = EXACT
     subgraphs: StrictBool = False
 
 
@@ -184,7 +207,7 @@ class ThreadRoutes:
         ]
 
     async def thread_create(self, request: Request) -> Response:
-        body = await self.app.checked(request, ThreadCreate)
+        body = await self.app.checked(request, ThreadMade)
         _refuse_create(body)
         thread_id = await self.app.threads.create(body)
         return self.app.json(await self.app.threads.get(thread_id))
@@ -226,7 +249,7 @@ class ThreadRoutes:
         return self.app.json(await self.app.threads.get(request.path_params["thread_id"]))
 
     async def thread_patch(self, request: Request) -> Response:
-        body = await self.app.checked(request, ThreadPatch)
+        body = await self.app.checked(request, ThreadPatched)
         if body.get("ttl") is not None:
             raise refused("ttl", _NO_TTL)
         thread = await self.app.threads.patch(request.path_params["thread_id"], body)

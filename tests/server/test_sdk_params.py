@@ -160,3 +160,26 @@ async def test_a_crons_run_is_checked_when_it_is_made_not_when_it_fires(app_sdk:
     changed = await app_sdk.crons.update(cron["cron_id"], stream_mode=["updates"])
     assert changed["payload"]["stream_mode"] == ["updates"]
     assert await app_sdk.crons.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("post", "/threads", {"thread_id": "t-1", "metdata": {}}, "metdata"),
+        ("post", "/threads/search", {"limit": 5, "order_by": "thread_id"}, "order_by"),
+        ("post", "/threads/count", {"idz": ["t-1"]}, "idz"),
+        ("post", "/threads/prune", {"thread_ids": [], "force": True}, "force"),
+        ("post", "/assistants", {"graph_id": "chat", "version": 3}, "version"),
+        ("post", "/assistants/search", {"tags": ["a"]}, "tags"),
+        ("post", "/runs/crons/search", {"schedule": "* * * * *"}, "schedule"),
+        ("post", "/store/items/search", {"namespace": ["a"]}, "namespace"),
+        ("put", "/store/items", {"namespace": ["a"], "key": "k", "value": {}, "x": 1}, "x"),
+    ],
+)
+async def test_a_field_a_route_does_not_read_is_a_422_naming_it(
+    app_sdk: Any, method: str, path: str, body: dict[str, Any], field: str
+) -> None:
+    # the SDK sends only the fields it knows; another client (or a typo) may send others
+    with pytest.raises(UnprocessableEntityError, match=f"{field}: Extra inputs"):
+        await getattr(app_sdk.http, method)(path, json=body)
+    assert await app_sdk.threads.count() == 0  # nothing was made
