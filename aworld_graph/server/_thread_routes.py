@@ -1,6 +1,6 @@
 """The thread endpoints: create, search, count, read, patch, delete, copy, prune, state and
 history. What LangGraph's clients send that this server does not keep (a thread's time to
-live, ``supersteps`` at creation) is a 422 naming it, never a request silently half done."""
+live) is a 422 naming it, never a request silently half done."""
 
 from __future__ import annotations
 
@@ -83,8 +83,8 @@ EXACT = ConfigDict(extra="forbid")
 
 
 class ThreadMade(ThreadCreate):
-    """``POST /threads``, every field LangGraph's clients send (``supersteps`` and ``ttl``
-    refused by :func:`_refuse_create`)."""
+    """``POST /threads``, every field LangGraph's clients send (``supersteps`` checked by
+    :class:`~._threads.Threads`; ``ttl`` refused by :func:`_refuse_create`)."""
 
     model_config = EXACT
     supersteps: Any = None
@@ -100,12 +100,6 @@ class ThreadPatched(ThreadPatch):
 
 def _refuse_create(body: Mapping[str, Any]) -> None:
     """A 422 for what ``POST /threads`` may carry from LangGraph's clients but is not served."""
-    if body.get("supersteps"):
-        raise refused(
-            "supersteps",
-            "create the thread, then write each superstep with POST /threads/THREAD/state "
-            "(threads.update_state with as_node)",
-        )
     if body.get("ttl") is not None:
         raise refused("ttl", _NO_TTL)
 

@@ -16,7 +16,8 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
-from langgraph.types import StateSnapshot
+from langgraph.errors import InvalidUpdateError
+from langgraph.types import StateSnapshot, StateUpdate
 
 from ..errors import AWorldGraphError
 from ..run import built
@@ -179,8 +180,58 @@ class Threads:
                 "thread_exists",
                 f"thread {thread_id} exists; use another id or if_exists='do_nothing'",
             )
-        await self._record(thread_id, dict(body.get("metadata") or {}))
+        metadata = dict(body.get("metadata") or {})
+        supersteps = _supersteps(body.get("supersteps"), metadata)
+        if not supersteps:
+            await self._record(thread_id, metadata)
+            return thread_id
+        assistant = self.assistants.get(str(metadata["graph_id"]))  # a 404 before a write
+        try:
+            await self._write_supersteps(thread_id, metadata, assistant, supersteps)
+        except ApiError:
+            if await self.exists(thread_id):  # nothing stays of a refused request
+                await self.delete(thread_id)
+            raise
         return thread_id
+
+    async def _write_supersteps(
+        self,
+        thread_id: str,
+        metadata: dict[str, Any],
+        assistant: Assistant,
+        supersteps: list[list[tuple[dict[str, Any], str]]],
+    ) -> None:
+        """A new thread's checkpoints written from ``supersteps``, as LangGraph's server
+        writes ``POST /threads`` ``supersteps``: each ``[(values, as_node), ...]`` one step
+        of its graph (from step 0, with no thread record before it), through LangGraph's
+        ``abulk_update_state``; each carries the thread's ``metadata`` and its assistant."""
+        compiled = built(assistant.source).compile(self.saver)
+        kept = {k: v for k, v in metadata.items() if k not in _STORED_ONLY}
+        edit: RunnableConfig = {**_config(thread_id), "metadata": kept | stamp(assistant)}
+        try:
+            for n, updates in enumerate(supersteps):
+                step = []
+                for m, (values, as_node) in enumerate(updates):
+                    if "messages" in values and not assistant.is_app:  # a workflow's own
+                        field = f"supersteps[{n}].updates[{m}].values.messages"
+                        values = {**values, "messages": to_messages(values["messages"], field)}
+                    step.append(StateUpdate(values, as_node))
+                if n:  # one step at a time: each keeps the thread's metadata
+                    edit = await self._edit_config(compiled, thread_id, None, assistant)
+                await compiled.abulk_update_state(edit, [step])
+        except (ValueError, KeyError, InvalidUpdateError) as exc:  # an unknown node, channel
+            raise ApiError(
+                422, "invalid_update", f"supersteps: {type(exc).__name__}: {exc}"
+            ) from None
+
+    async def _edit_config(
+        self, compiled: Any, thread_id: str, checkpoint_id: str | None, assistant: Assistant
+    ) -> RunnableConfig:
+        """The config an edit of the thread's state (at ``checkpoint_id``) is written with:
+        it keeps the thread's metadata and its assistant, as a run's steps do."""
+        base = await compiled.aget_state(_config(thread_id, checkpoint_id))
+        kept = {k: v for k, v in (base.metadata or {}).items() if k not in _STORED_ONLY}
+        return cast(RunnableConfig, {**base.config, "metadata": kept | stamp(assistant)})
 
     async def _record(
         self, thread_id: str, metadata: dict[str, Any], after: str | None = None
@@ -415,10 +466,7 @@ class Threads:
             values["messages"] = to_messages(values["messages"], "values.messages")
         try:
             if body.get("as_node") or assistant.is_app:  # an app's edit is LangGraph's own
-                base = await compiled.aget_state(_config(thread_id, checkpoint_id))
-                # the edit keeps the thread's metadata and its assistant, as a run's steps do
-                kept = {k: v for k, v in (base.metadata or {}).items() if k not in _STORED_ONLY}
-                edit = cast(RunnableConfig, {**base.config, "metadata": kept | stamp(assistant)})
+                edit = await self._edit_config(compiled, thread_id, checkpoint_id, assistant)
                 config = await compiled.aupdate_state(edit, values, as_node=body.get("as_node"))
             else:
                 await Runners.fork(
@@ -431,7 +479,7 @@ class Threads:
                 config = (await compiled.aget_state(_config(thread_id))).config
         except AWorldGraphError as exc:
             raise ApiError(409, "cannot_update", str(exc)) from None
-        except (ValueError, KeyError) as exc:  # LangGraph: unknown node or channel
+        except (ValueError, KeyError, InvalidUpdateError) as exc:  # an unknown node, channel
             raise ApiError(422, "invalid_update", f"{type(exc).__name__}: {exc}") from None
         await self._publish(thread_id, compiled)
         return {"checkpoint": checkpoint_ref(config)}
@@ -451,6 +499,38 @@ class Threads:
         if (snapshot.metadata or {}).get("step") == -1:
             data["parent_checkpoint"] = None
         return data
+
+
+def _supersteps(given: Any, metadata: Mapping[str, Any]) -> list[list[tuple[dict[str, Any], str]]]:
+    """``supersteps`` of ``POST /threads`` as ``[[(values, as_node), ...], ...]``, checked
+    before the thread is stored: a 422 naming the field that is wrong."""
+    if not given:
+        return []
+    rule = (
+        'supersteps must be a list of {"updates": [{"values": {...}, "as_node": NODE}, ...]}, '
+        "with the thread's graph_id in its metadata"
+    )
+    if not isinstance(metadata.get("graph_id"), str) or not isinstance(given, list):
+        raise ApiError(422, "invalid_field", f"{rule}; got no graph_id or no list")
+    out = []
+    for n, step in enumerate(given):
+        updates = step.get("updates") if isinstance(step, Mapping) else None
+        if not isinstance(updates, list) or not updates:
+            raise ApiError(422, "invalid_field", f"supersteps[{n}].updates: {rule}")
+        for m, update in enumerate(updates):
+            where = f"supersteps[{n}].updates[{m}]"
+            if not isinstance(update, Mapping) or not isinstance(update.get("as_node"), str):
+                raise ApiError(422, "invalid_field", f"{where}.as_node: {rule}")
+            if update.get("command") is not None:
+                raise ApiError(
+                    422,
+                    "unsupported_option",
+                    f"{where}.command is not served here: send the update as values",
+                )
+            if not isinstance(update.get("values"), Mapping):
+                raise ApiError(422, "invalid_field", f"{where}.values: {rule}")
+        out.append([(dict(u["values"]), str(u["as_node"])) for u in updates])
+    return out
 
 
 _THREAD_STATUS = {"error": "error", "interrupted": "interrupted", "running": "interrupted"}

@@ -1,9 +1,10 @@
 """The ``langgraph-sdk`` parameters that a server could take and silently drop, each driven
 through the real client: served as LangGraph's server serves them (thread search by
-``values``, sorted, ``select``, ``extract``; ``threads.prune``; ``return_minimal``; a
+``values``, sorted, ``select``, ``extract``; ``threads.prune``; ``supersteps``;
+``return_minimal``; a
 subgraph's state in ``get_state(subgraphs=True)``; ``assistants.delete(delete_threads=True)``)
 or refused with a 422 that names the parameter and what to do instead (a thread's ``ttl``,
-``supersteps``, ``include``, prune's ``keep_latest``). docs/server.md, "Every SDK call", lists
+``include``, prune's ``keep_latest``). docs/server.md, "Every SDK call", lists
 them; tests/server/test_sdk_coverage.py checks that list against the SDK."""
 
 # ruff: noqa: F811 (app_server's fixtures, imported here, are the tests' parameters)
@@ -102,13 +103,61 @@ async def test_prune_deletes_the_threads_named_and_refuses_keep_latest(app_sdk: 
     assert (await app_sdk.threads.get(b))["thread_id"] == b  # refused before anything changed
 
 
-async def test_a_threads_ttl_supersteps_and_include_are_refused_by_name(app_sdk: Any) -> None:
+async def test_a_thread_made_with_supersteps_holds_them_as_its_history(app_sdk: Any) -> None:
+    said = [
+        {
+            "updates": [
+                {
+                    "values": {"messages": [{"type": "human", "content": "hi"}]},
+                    "as_node": "__start__",
+                }
+            ]
+        },
+        {
+            "updates": [
+                {"values": {"messages": [{"type": "ai", "content": "hello"}]}, "as_node": "reply"}
+            ]
+        },
+    ]
+    made = await app_sdk.threads.create(graph_id="chat", supersteps=said)
+    state = await app_sdk.threads.get_state(made["thread_id"])
+    assert [(m["type"], m["content"]) for m in state["values"]["messages"]] == [
+        ("human", "hi"),
+        ("ai", "hello"),
+    ]
+    history = await app_sdk.threads.get_history(made["thread_id"])
+    assert [h["metadata"]["source"] for h in history] == ["update", "update"]
+    done = await app_sdk.runs.wait(made["thread_id"], "chat", input=USER)
+    assert len(done["messages"]) == 4  # the next turn goes on from them
+    for bad, field in [
+        ({"graph_id": None}, "graph_id"),
+        ({"supersteps": [{"updates": [{"values": {}, "as_node": "nope"}]}]}, "supersteps"),
+        (
+            {"supersteps": [{"updates": [{"values": {}, "as_node": None}]}]},
+            r"supersteps\[0\].updates\[0\].as_node",
+        ),
+        (
+            {
+                "supersteps": [
+                    {
+                        "updates": [
+                            {"values": None, "command": {"goto": "reply"}, "as_node": "reply"}
+                        ]
+                    }
+                ]
+            },
+            r"supersteps\[0\].updates\[0\].command is not served",
+        ),
+    ]:
+        options = {"graph_id": "chat", "supersteps": said, **bad}
+        with pytest.raises(UnprocessableEntityError, match=field):
+            await app_sdk.threads.create(**options)
+    assert await app_sdk.threads.count() == 1  # nothing stays of a refused one
+
+
+async def test_a_threads_ttl_and_include_are_refused_by_name(app_sdk: Any) -> None:
     with pytest.raises(UnprocessableEntityError, match="ttl is not served"):
         await app_sdk.threads.create(ttl=60)
-    with pytest.raises(UnprocessableEntityError, match="supersteps is not served"):
-        await app_sdk.threads.create(
-            supersteps=[{"updates": [{"values": {"log": ["x"]}, "as_node": "child"}]}]
-        )
     assert await app_sdk.threads.count() == 0  # nothing was made
     tid = (await app_sdk.threads.create())["thread_id"]
     with pytest.raises(UnprocessableEntityError, match="ttl is not served"):

@@ -1,6 +1,6 @@
 """The ``langgraph-sdk`` parameters served in issue 37's "Every SDK call" pass (thread search
 by ``values``, sorted, ``select`` and ``extract``; ``threads.count(values=…)``;
-``threads.prune``; ``threads.update(return_minimal=True)``;
+``threads.prune``; ``threads.create(supersteps=…)``; ``threads.update(return_minimal=True)``;
 ``assistants.delete(delete_threads=True)``) side by side with LangGraph's own server
 (``langgraph dev``), on the LangGraph project of :mod:`tests.server.langgraph_dev`, with the
 real client."""
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.test_vs_langgraph_dev import Side, both, sides, status_of, user
+from tests.server.test_vs_langgraph_dev import Side, both, sides, state, status_of, user
 
 __all__ = ["sides"]  # the fixture: both servers on the same project
 
@@ -118,4 +118,43 @@ async def _delete_threads(client: Any) -> dict[str, Any]:
 async def test_deleting_an_assistant_with_its_threads(sides: dict[str, Side]) -> None:
     ours, peer = await both(sides, _delete_threads)
     assert peer == {"kept threads": 200, "threads deleted too": 404}
+    assert ours == peer
+
+
+async def _supersteps(client: Any) -> dict[str, Any]:
+    said = [
+        {
+            "updates": [
+                {
+                    "values": {"messages": [{"type": "human", "content": "hi"}]},
+                    "as_node": "__start__",
+                }
+            ]
+        },
+        {
+            "updates": [
+                {"values": {"messages": [{"type": "ai", "content": "hello"}]}, "as_node": "reply"}
+            ]
+        },
+    ]
+    made = await client.threads.create(graph_id="chat", supersteps=said)
+    tid = made["thread_id"]
+    after = await client.threads.get_state(tid)
+    history = await client.threads.get_history(tid)
+    done = await client.runs.wait(tid, "chat", input=user("and now"))
+    return {
+        "status": made["status"],
+        "state": {
+            **state(after),
+            "values": [[m["type"], m["content"]] for m in after["values"]["messages"]],
+        },
+        "history": [(h["metadata"]["source"], h["metadata"]["step"], h["next"]) for h in history],
+        "then": [[m["type"], m["content"]] for m in done["messages"]],
+    }
+
+
+async def test_a_thread_made_with_supersteps(sides: dict[str, Side]) -> None:
+    ours, peer = await both(sides, _supersteps)
+    assert peer["state"]["values"] == [["human", "hi"], ["ai", "hello"]]
+    assert peer["then"][-1] == ["ai", "you said: and now"]
     assert ours == peer
