@@ -24,6 +24,20 @@ from tests.server.app_server import app_sdk, app_server  # noqa: F401 (fixtures)
 
 USER = {"messages": [{"role": "user", "content": "hi there"}]}
 
+SUPERSTEPS = [
+    {
+        "updates": [
+            {"values": {"messages": [{"type": "human", "content": "hi"}]}, "as_node": "__start__"}
+        ]
+    },
+    {
+        "updates": [
+            {"values": {"messages": [{"type": "ai", "content": "hello"}]}, "as_node": "reply"}
+        ]
+    },
+]
+"""A chat thread's two steps: the user's message as the graph's start, the reply as ``reply``'s."""
+
 
 class Steps(TypedDict, total=False):
     log: list[str]
@@ -104,22 +118,7 @@ async def test_prune_deletes_the_threads_named_and_refuses_keep_latest(app_sdk: 
 
 
 async def test_a_thread_made_with_supersteps_holds_them_as_its_history(app_sdk: Any) -> None:
-    said = [
-        {
-            "updates": [
-                {
-                    "values": {"messages": [{"type": "human", "content": "hi"}]},
-                    "as_node": "__start__",
-                }
-            ]
-        },
-        {
-            "updates": [
-                {"values": {"messages": [{"type": "ai", "content": "hello"}]}, "as_node": "reply"}
-            ]
-        },
-    ]
-    made = await app_sdk.threads.create(graph_id="chat", supersteps=said)
+    made = await app_sdk.threads.create(graph_id="chat", supersteps=SUPERSTEPS)
     state = await app_sdk.threads.get_state(made["thread_id"])
     assert [(m["type"], m["content"]) for m in state["values"]["messages"]] == [
         ("human", "hi"),
@@ -149,7 +148,7 @@ async def test_a_thread_made_with_supersteps_holds_them_as_its_history(app_sdk: 
             r"supersteps\[0\].updates\[0\].command is not served",
         ),
     ]:
-        options = {"graph_id": "chat", "supersteps": said, **bad}
+        options = {"graph_id": "chat", "supersteps": SUPERSTEPS, **bad}
         with pytest.raises(UnprocessableEntityError, match=field):
             await app_sdk.threads.create(**options)
     assert await app_sdk.threads.count() == 1  # nothing stays of a refused one

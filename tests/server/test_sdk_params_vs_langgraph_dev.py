@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.server.test_sdk_params import SUPERSTEPS
 from tests.server.test_vs_langgraph_dev import Side, both, sides, state, status_of, user
 
 __all__ = ["sides"]  # the fixture: both servers on the same project
@@ -122,22 +123,7 @@ async def test_deleting_an_assistant_with_its_threads(sides: dict[str, Side]) ->
 
 
 async def _supersteps(client: Any) -> dict[str, Any]:
-    said = [
-        {
-            "updates": [
-                {
-                    "values": {"messages": [{"type": "human", "content": "hi"}]},
-                    "as_node": "__start__",
-                }
-            ]
-        },
-        {
-            "updates": [
-                {"values": {"messages": [{"type": "ai", "content": "hello"}]}, "as_node": "reply"}
-            ]
-        },
-    ]
-    made = await client.threads.create(graph_id="chat", supersteps=said)
+    made = await client.threads.create(graph_id="chat", supersteps=SUPERSTEPS)
     tid = made["thread_id"]
     after = await client.threads.get_state(tid)
     history = await client.threads.get_history(tid)
