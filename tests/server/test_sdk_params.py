@@ -11,15 +11,14 @@ them; tests/server/test_sdk_coverage.py checks that list against the SDK."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
 from langgraph_sdk.errors import UnprocessableEntityError
 
 from aworld_graph.server import Assistant
 from tests.server import langgraph_apps as graphs
+from tests.server import nested_interrupt
 from tests.server.app_server import app_sdk, app_server  # noqa: F401 (fixtures)
 
 USER = {"messages": [{"role": "user", "content": "hi there"}]}
@@ -39,30 +38,10 @@ SUPERSTEPS = [
 """A chat thread's two steps: the user's message as the graph's start, the reply as ``reply``'s."""
 
 
-class Steps(TypedDict, total=False):
-    log: list[str]
-
-
-def _ask(state: Steps) -> dict[str, Any]:
-    return {"log": [*state.get("log", []), f"ask:{interrupt('go on?')}"]}
-
-
-_inner = StateGraph(Steps).add_node("ask", _ask).add_edge(START, "ask").add_edge("ask", END)
-asking_parent = (
-    StateGraph(Steps)
-    .add_node("child", _inner.compile())
-    .add_edge(START, "child")
-    .add_edge("child", END)
-    .compile()
-)
-"""A subgraph (node ``child``) that asks a person: the parent's pending task is the
-subgraph's."""
-
-
 def served() -> list[Assistant]:
     return [
         Assistant.of(graphs.chat, assistant_id="chat"),
-        Assistant.of(asking_parent, assistant_id="parent"),
+        Assistant.of(nested_interrupt.parent, assistant_id="parent"),
     ]
 
 

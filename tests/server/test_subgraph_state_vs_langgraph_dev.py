@@ -1,6 +1,6 @@
 """``threads.get_state(subgraphs=True)`` side by side with LangGraph's own server (``langgraph
-dev``): a graph whose subgraph stops at a person's step, each server on the same
-``langgraph.json``, with the real ``langgraph-sdk`` client. With ``subgraphs`` the parent's
+dev``): a graph whose subgraph stops at a person's step (:mod:`tests.server.nested_interrupt`),
+each server on the same ``langgraph.json``, with the real ``langgraph-sdk`` client. With ``subgraphs`` the parent's
 pending task holds the subgraph's own state (its values, next node and interrupt); without,
 it holds none."""
 
@@ -8,40 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langgraph_sdk import get_client
 
+from tests.server import nested_interrupt
 from tests.server.langgraph_dev import Unavailable, aworld_serve, langgraph_dev, langgraph_dev_bin
 from tests.server.test_vs_langgraph_dev import normalise
 
 pytestmark = pytest.mark.slow
-
-GRAPHS = """
-from typing import Any, TypedDict
-
-from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
-
-
-class Steps(TypedDict, total=False):
-    log: list[str]
-
-
-def ask(state: Steps) -> dict[str, Any]:
-    return {"log": [*state.get("log", []), f"ask:{interrupt('go on?')}"]}
-
-
-inner = StateGraph(Steps).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
-parent = (
-    StateGraph(Steps)
-    .add_node("child", inner.compile())
-    .add_edge(START, "child")
-    .add_edge("child", END)
-    .compile()
-)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +28,7 @@ def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     except Unavailable as exc:
         pytest.skip(str(exc))
     folder = tmp_path_factory.mktemp("nested")
-    (folder / "graphs.py").write_text(GRAPHS)
+    (folder / "graphs.py").write_text(Path(nested_interrupt.__file__).read_text())
     config = folder / "langgraph.json"
     config.write_text(
         json.dumps({"dependencies": ["."], "graphs": {"parent": "./graphs.py:parent"}})
