@@ -1,6 +1,6 @@
 """The loop on one machine: rollouts → GRPO with TRL → GGUF → served → held-out reward.
 
-    python bench/bench_training.py            # 20 held-out tasks, 3 GRPO steps (~40 min, 2 busy cores)
+    python bench/bench_training.py            # 20 held-out tasks, 3 GRPO steps (10-40 min on 2 cores)
     python bench/bench_training.py --quick    # 3 held-out tasks, 1 step of 2 episodes (~3 min)
 
 1. The embedded llama.cpp server serves the packaged SmolLM2-135M GGUF; ``workflows/math.yaml``
@@ -10,8 +10,9 @@
    ``GRPOTrainer`` takes a few steps on CPU. Its rollouts are the same workflow on the same
    server at temperature 1 with ``record_tokens`` on (:func:`aworld_graph.train.trl.rollout_func`):
    the trainer learns from the ids the served model sampled.
-3. :func:`aworld_graph.train.gguf.write_gguf` writes the new weights as a GGUF of the original's
-   types (Q4_1 / Q8_0), a second embedded server serves it, and the held-out tasks run again:
+3. :func:`aworld_graph.train.gguf.write_gguf` writes the trained tensors as float32 (``--tensor-type``:
+   F16, or the original's Q4_1 / Q8_0, which round away a small step), a second embedded server
+   serves the file, and the held-out tasks run again:
    the reward after, the paired difference and its 95 % bootstrap interval (tasks resampled).
 
 Rows for ``bench/run.py``: the held-out reward after (ours) against before (peer); the goal is
@@ -191,7 +192,7 @@ def changed_values(original: Path, new: Path, names: list[str]) -> tuple[int, in
     return changed, total
 
 
-def closed_loop(quick: bool) -> dict[str, Any]:
+def closed_loop(quick: bool, tensor_type: str | None = "F32") -> dict[str, Any]:
     """Run the loop; the report holds each task's reward before and after, the GRPO and
     GGUF figures and the wall times."""
     from aworld_graph.meta.tasks import load_tasks
@@ -206,7 +207,7 @@ def closed_loop(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-training-") as tmp:
         os.environ["AWORLD_GRAPH_DB"] = str(Path(tmp) / "runs.db")  # the runs are scratch
         try:
-            _loop(report, sizes, held_out, train, Path(tmp))
+            _loop(report, sizes, held_out, train, Path(tmp), tensor_type)
         finally:
             if saved_db is None:
                 os.environ.pop("AWORLD_GRAPH_DB", None)
@@ -219,7 +220,12 @@ def closed_loop(quick: bool) -> dict[str, Any]:
 
 
 def _loop(
-    report: dict[str, Any], sizes: Sizes, held_out: list[Any], train: list[Any], tmp: Path
+    report: dict[str, Any],
+    sizes: Sizes,
+    held_out: list[Any],
+    train: list[Any],
+    tmp: Path,
+    tensor_type: str | None,
 ) -> None:
     from aworld_graph.local import LocalServer, model_path
     from aworld_graph.train.gguf import write_gguf
@@ -238,7 +244,7 @@ def _loop(
     started = time.perf_counter()
     out = tmp / "trained" / original.name  # the same name: the same tokenizer tag
     out.parent.mkdir()
-    written = write_gguf(model, original=original, out=out)
+    written = write_gguf(model, original=original, out=out, tensor_type=tensor_type)
     report["write_seconds"] = time.perf_counter() - started
     changed, total = changed_values(original, out, written.updated)
     report["gguf"] = {
@@ -247,6 +253,7 @@ def _loop(
         "retyped": written.retyped,
         "changed_values": changed,
         "values": total,
+        "tensor_type": tensor_type or "the original's",
     }
     server = LocalServer.start(model=out)
     try:
@@ -271,8 +278,9 @@ def describe(r: dict[str, Any]) -> str:
             f"GRPO:                  {g['steps']} steps, {g['episodes']} episodes "
             f"({g['failed']} failed), loss {g['loss']}, batch reward {g['train_reward']}",
             f"largest weight change: {g['max_weight_change']:.2e} (float32, before quantizing)",
-            f"GGUF written:          {f['updated_tensors']}/{f['tensors']} tensors re-quantized, "
-            f"{f['changed_values']:,} of {f['values']:,} values changed, retyped {f['retyped']}",
+            f"GGUF written:          {f['updated_tensors']}/{f['tensors']} tensors as "
+            f"{f['tensor_type']}, "
+            f"{f['changed_values']:,} of {f['values']:,} values changed, {len(f['retyped'])} retyped",
             f"wall time:             {r['wall_seconds']:.0f} s = eval before "
             f"{r['eval_seconds_before']:.0f} s + GRPO {g['seconds']:.0f} s (rollouts "
             f"{g['rollout_seconds']:.0f} s) + write {r['write_seconds']:.0f} s + eval after "
@@ -303,10 +311,18 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="3 held-out tasks, 1 short step")
+    parser.add_argument(
+        "--tensor-type",
+        choices=["F32", "F16", "original"],
+        default="F32",
+        help="how the trained tensors are written back (original: re-quantized to the "
+        "file's own types, which loses steps smaller than their rounding; default F32)",
+    )
     args = parser.parse_args()
+    tensor_type = None if args.tensor_type == "original" else args.tensor_type
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    print(describe(closed_loop(args.quick)), flush=True)
+    print(describe(closed_loop(args.quick, tensor_type)), flush=True)
 
 
 if __name__ == "__main__":
