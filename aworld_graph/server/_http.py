@@ -38,6 +38,7 @@ from ._page import PageRoutes
 from ._run_routes import RunRoutes
 from ._runs import RunManager
 from ._store_routes import StoreRoutes
+from ._thread_commands import ThreadCommands
 from ._thread_routes import ThreadRoutes
 from ._threads import Threads
 from ._wire import ApiError, dumps
@@ -107,6 +108,7 @@ class ServerApp:
             *AssistantRoutes(self).rows(),
             *ThreadRoutes(self).rows(),
             *run.rows(),
+            *ThreadCommands(self, run).rows(),
             *A2ARoutes(self, run.check, api_key=bool(self.api_key)).rows(),
             *self.mcp.rows(),
             *StoreRoutes(self, self.store).rows(),

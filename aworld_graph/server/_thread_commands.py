@@ -1,0 +1,323 @@
+"""The langgraph-sdk's thread stream protocol (``client.threads.stream``): commands and a
+filtered event stream over one thread, as LangGraph's server serves them.
+
+- ``POST /threads/{thread_id}/commands``: one command ``{"id", "method", "params"}``,
+  answered ``{"type": "success", "id", "result", "meta"}``. ``run.start`` starts a run of
+  ``params.assistant_id`` on the thread (made if it is not there yet) with ``input``,
+  ``config``, ``metadata`` and ``multitaskStrategy`` (default ``enqueue``); its result is
+  ``{"run_id"}``. ``input.respond`` answers the interrupts the thread waits on
+  (``interrupt_id`` and ``response``, or ``responses``, a list of them) with a run of the
+  thread's assistant that resumes it (``update`` and ``goto`` go with the resume).
+- ``POST /threads/{thread_id}/stream/events``: server-sent events of the thread's runs, those
+  going when the client comes (the last one when none is going) and each later one, until
+  the client goes. The body picks ``channels`` (``values``, ``updates``, ``checkpoints``,
+  ``tasks``, ``custom``, ``lifecycle``, ``input``; ``messages`` and ``tools`` are taken and
+  carry nothing), ``namespaces`` (the subgraph prefixes wanted), ``depth`` (how far below
+  them) and ``since`` (the last ``seq`` the client has). Each event is ``{"type": "event",
+  "event_id", "seq", "method", "params": {"namespace", "timestamp", "data"}}``: a run starts
+  with ``lifecycle`` ``running`` and ends with ``completed``, ``failed`` (with its ``error``)
+  or ``interrupted``, after an ``input.requested`` ``{"interrupt_id", "payload"}`` per
+  interrupt it stops at. ``event_id`` names the run and its place in the run's stream, so
+  the SDK drops what a second connection repeats.
+
+The runs are the server's own (:class:`~._run_routes.RunRoutes` starts them, with every
+check a run of ``POST /threads/{id}/runs`` has); a malformed command or body is a 422 naming
+the field.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from ._app import App, Rows
+from ._run_routes import RunRoutes
+from ._runs import Run
+from ._wire import ApiError, sse
+
+__all__ = ["ThreadCommands"]
+
+CHANNELS = (
+    *("values", "updates", "checkpoints", "tasks", "custom", "lifecycle", "input"),
+    *("messages", "tools"),
+)
+"""The channels a client may ask for (and ``custom:NAME``)."""
+
+_FEED_MODES = ["values", "updates", "custom", "checkpoints", "tasks"]
+"""The stream modes a protocol run's feed holds: those the channels carry."""
+
+_START_PARAMS = frozenset({"assistant_id", "input", "config", "metadata", "multitaskStrategy"})
+_RESPOND_PARAMS = frozenset(
+    {"interrupt_id", "namespace", "response", "responses", "update", "goto", "config"}
+) | {"metadata"}
+_STREAM_FIELDS = frozenset({"channels", "namespaces", "depth", "since"})
+
+
+def _bad(field: str, fix: str) -> ApiError:
+    return ApiError(422, "invalid_command", f"{field}: {fix}")
+
+
+def _unknown(given: dict[str, Any], known: frozenset[str], where: str) -> None:
+    extra = sorted(set(given) - known)
+    if extra:
+        raise _bad(
+            f"{where}.{extra[0]}", f"not a field here; use any of {', '.join(sorted(known))}"
+        )
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _namespace(value: Any, field: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise _bad(field, "must be a list of strings (a subgraph's namespace; [] is the root)")
+    return list(value)
+
+
+class _Filter:
+    """What one event stream asks for (its body, checked)."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        _unknown(body, _STREAM_FIELDS, "body")
+        channels = body.get("channels")
+        if not isinstance(channels, list) or not channels:
+            raise _bad("channels", f"must be a non-empty list of {', '.join(CHANNELS)}")
+        for channel in channels:
+            if not isinstance(channel, str) or not (
+                channel in CHANNELS or channel.startswith("custom:")
+            ):
+                raise _bad("channels", f"{ascii(channel)[:60]} is not one of {', '.join(CHANNELS)}")
+        self.channels = {c.partition(":")[0] for c in channels}
+        namespaces = body.get("namespaces")
+        if namespaces is not None and not isinstance(namespaces, list):
+            raise _bad("namespaces", "must be a list of namespaces (lists of strings)")
+        self.namespaces = (
+            None
+            if namespaces is None
+            else [_namespace(ns, f"namespaces[{i}]") for i, ns in enumerate(namespaces)]
+        )
+        depth, since = body.get("depth"), body.get("since")
+        if depth is not None and not (_whole(depth) and depth >= 0):
+            raise _bad("depth", "must be a whole number >= 0 (how far below the namespaces)")
+        if since is not None and not (_whole(since) and since >= 0):
+            raise _bad("since", "must be a whole number >= 0 (the last seq the client has)")
+        self.depth: int | None = depth
+        self.since: int = since or 0
+
+    def wants(self, method: str, namespace: list[str]) -> bool:
+        if method.partition(".")[0] not in self.channels:
+            return False
+        prefixes = self.namespaces if self.namespaces is not None else [[]]
+        return any(
+            namespace[: len(p)] == p
+            and (self.depth is None or len(namespace) - len(p) <= self.depth)
+            for p in prefixes
+        )
+
+
+def _asked(interrupts: Any) -> Iterator[dict[str, Any]]:
+    """``input.requested`` data of LangGraph's interrupt items (``{"id", "value"}``)."""
+    for item in interrupts if isinstance(interrupts, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            yield {"interrupt_id": item["id"], "payload": item.get("value")}
+
+
+def _protocol(mode: str, data: Any) -> Iterator[tuple[str, Any]]:
+    """The ``(method, data)`` protocol events of one feed part of ``mode`` (its namespace
+    taken off)."""
+    if mode == "values" and isinstance(data, dict):
+        for asked in _asked(data.get("__interrupt__")):
+            yield "input.requested", asked
+        values = {k: v for k, v in data.items() if k != "__interrupt__"}
+        if values:
+            yield "values", values
+    elif mode == "updates" and isinstance(data, dict):
+        for node, values in data.items():
+            if node == "__interrupt__":
+                yield from (("input.requested", asked) for asked in _asked(values))
+            else:
+                yield "updates", {"node": node, "values": values}
+    elif mode == "custom":
+        yield "custom", {"payload": data}
+    elif mode in ("checkpoints", "tasks"):
+        yield mode, data
+
+
+class ThreadCommands:
+    """Handlers for ``/threads/{thread_id}/commands`` and ``…/stream/events``."""
+
+    def __init__(self, app: App, run_routes: RunRoutes) -> None:
+        self.app = app
+        self.run_routes = run_routes
+
+    def rows(self) -> Rows:
+        thread = "/threads/{thread_id:str}"
+        return [
+            (f"{thread}/commands", self.command, ["POST"]),
+            (f"{thread}/stream/events", self.events, ["POST"]),
+        ]
+
+    # -- commands --------------------------------------------------------------------------
+
+    async def command(self, request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        body = await self.app.body(request)
+        _unknown(body, frozenset({"id", "method", "params"}), "body")
+        ident, method, params = body.get("id"), body.get("method"), body.get("params", {})
+        if not _whole(ident):
+            raise _bad("id", "must be a whole number (the command's id, echoed in its answer)")
+        if not isinstance(params, dict):
+            raise _bad("params", "must be an object")
+        if method == "run.start":
+            result = await self._run_start(thread_id, params)
+        elif method == "input.respond":
+            result = await self._respond(thread_id, params)
+        else:
+            raise _bad(
+                "method",
+                f"{ascii(method)[:60]} is not served over HTTP; send run.start or input.respond",
+            )
+        answer = {"type": "success", "id": ident, "result": result}
+        return self.app.json(answer | {"meta": {"applied_through_seq": 0}})
+
+    async def _start(self, thread_id: str, body: dict[str, Any]) -> Run:
+        body |= {"stream_mode": list(_FEED_MODES), "stream_subgraphs": True}
+        run, _ = await self.run_routes._start(body | {"if_not_exists": "create"}, thread_id)
+        return run
+
+    async def _run_start(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        _unknown(params, _START_PARAMS, "params")
+        assistant_id = params.get("assistant_id")
+        if not isinstance(assistant_id, str) or not assistant_id:
+            raise _bad("params.assistant_id", "required: the assistant (or graph id) to run")
+        body: dict[str, Any] = {
+            k: params[k] for k in ("input", "config", "metadata") if k in params
+        }
+        strategy = params.get("multitaskStrategy")
+        if strategy is not None:
+            body["multitask_strategy"] = strategy
+        run = await self._start(thread_id, body | {"assistant_id": assistant_id})
+        return {"run_id": run.run_id}
+
+    async def _respond(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        _unknown(params, _RESPOND_PARAMS, "params")
+        entries = params.get("responses")
+        if entries is None:
+            entries = [{k: v for k, v in params.items() if k in _RESPOND_PARAMS - {"responses"}}]
+        elif not isinstance(entries, list) or not entries:
+            raise _bad("params.responses", "must be a non-empty list of {interrupt_id, response}")
+        answers: dict[str, Any] = {}
+        for i, entry in enumerate(entries):
+            where = "params" if "responses" not in params else f"params.responses[{i}]"
+            if not isinstance(entry, dict) or not isinstance(entry.get("interrupt_id"), str):
+                raise _bad(f"{where}.interrupt_id", "required: the id of the interrupt answered")
+            _namespace(entry.get("namespace", []), f"{where}.namespace")
+            answers[entry["interrupt_id"]] = entry.get("response")
+        if not await self.app.threads.exists(thread_id):
+            raise self.app.threads.not_found(thread_id)
+        state = await self.app.threads.state(thread_id)
+        waiting = {i.get("id") for i in state["interrupts"] if isinstance(i, dict)}
+        for interrupt_id in answers:
+            if interrupt_id not in waiting:
+                raise ApiError(
+                    409,
+                    "no_such_interrupt",
+                    f"params.interrupt_id: thread {thread_id} does not wait on {interrupt_id!r}"
+                    "; its pending interrupts are in GET /threads/THREAD/state",
+                )
+        assistant = await self.app.threads.assistant_of(thread_id)
+        if assistant is None:
+            raise ApiError(409, "no_such_run", f"thread {thread_id} has no run to resume")
+        # one answer resumes the one interrupt as LangGraph's Command(resume=value); several
+        # answer theirs by id
+        resume = next(iter(answers.values())) if len(answers) == 1 else answers
+        command = {"resume": resume} | {
+            k: params[k] for k in ("update", "goto") if params.get(k) is not None
+        }
+        body: dict[str, Any] = {"assistant_id": assistant.assistant_id, "command": command}
+        body |= {k: params[k] for k in ("config", "metadata") if k in params}
+        await self._start(thread_id, body)
+        return {}
+
+    # -- events ----------------------------------------------------------------------------
+
+    async def events(self, request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        wanted = _Filter(await self.app.body(request))
+        if not await self.app.threads.exists(thread_id):
+            raise self.app.threads.not_found(thread_id)
+        runs = self.app.runs
+        held = runs.of(thread_id)
+        going = [r for r in held if not r.done.is_set()]
+        first = going[0] if going else (held[-1] if held else None)
+        told = {r.run_id for r in held[: held.index(first)]} if first else {r.run_id for r in held}
+
+        async def stream() -> AsyncIterator[bytes]:
+            seq = 0
+            while True:
+                launched = runs.launched
+                fresh = [r for r in runs.of(thread_id) if r.run_id not in told]
+                if not fresh:
+                    if runs.closing:
+                        return
+                    await launched.wait()
+                    continue
+                for run in fresh:
+                    told.add(run.run_id)
+                    async for event in self._run_events(run):
+                        method, namespace = event["method"], event["params"]["namespace"]
+                        if not wanted.wants(method, namespace):
+                            continue
+                        seq += 1
+                        if seq > wanted.since:
+                            yield sse(method, {**event, "seq": seq}, str(seq))
+
+        headers = {"Cache-Control": "no-store"}
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+    @staticmethod
+    async def _run_events(run: Run) -> AsyncIterator[dict[str, Any]]:
+        """Every protocol event of ``run``, from its start to its end."""
+        graph = run.assistant.graph_id
+
+        def event(ident: str, method: str, namespace: list[str], data: Any) -> dict[str, Any]:
+            params = {"namespace": namespace, "timestamp": int(time.time() * 1000), "data": data}
+            return {"type": "event", "event_id": f"{run.run_id}:{ident}", "method": method} | {
+                "params": params
+            }
+
+        def lifecycle(status: str, error: str | None = None) -> dict[str, Any]:
+            data = {"event": status, "graph_name": graph} | ({"error": error} if error else {})
+            return event(status, "lifecycle", [], data)
+
+        yield lifecycle("running")
+        asked: set[str] = set()
+        ended = False
+        async for ready in run.feed.follow():
+            for index, part, data in ready:
+                mode, _, rest = part.partition("|")
+                namespace = rest.split("|") if rest else []
+                if mode == "error" and not ended:
+                    ended = True
+                    message = data.get("message") if isinstance(data, dict) else None
+                    yield lifecycle("failed", str(message or data))
+                for k, (method, found) in enumerate(_protocol(mode, data)):
+                    if method == "input.requested":
+                        if found["interrupt_id"] in asked:
+                            continue
+                        asked.add(found["interrupt_id"])
+                    yield event(f"{index}.{k}", method, namespace, found)
+        if ended:
+            return
+        if run.status == "success" and (asked or run.interrupts):
+            yield lifecycle("interrupted")
+        elif run.status == "success":
+            yield lifecycle("completed")
+        else:
+            message = (run.error or {}).get("message")
+            yield lifecycle("failed" if run.status == "error" else "interrupted", message)
