@@ -24,7 +24,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.pregel import Pregel
 from langgraph.store.base import BaseStore
-from langgraph.types import CheckpointPayload, Command, StreamMode
+from langgraph.types import CheckpointPayload, Command, Durability, StreamMode
 
 from ..swarm.graph import BuiltGraph, LangGraphApp
 from ..task import Task, TaskResponse
@@ -186,6 +186,7 @@ async def drive_app(
     stops: tuple[Any, Any] = (None, None),
     steps: Sequence[str] = (),
     subgraphs: bool = False,
+    durability: Durability = "sync",
 ) -> tuple[TaskResponse, dict[str, Any]]:
     """Run ``task``'s application on its thread (one superstep if ``one_step``); the
     response and the last updates. ``input`` is the graph's input as the client gave it
@@ -196,7 +197,9 @@ async def drive_app(
     parts of the stream modes named in ``steps`` (:class:`~.events.Step`). ``subgraphs``
     (with ``states``): the parts its subgraphs stream in the modes of ``steps`` too, each a
     step of mode ``MODE|NAMESPACE`` (:func:`nested_mode`), as LangGraph's server streams a
-    run with ``stream_subgraphs``."""
+    run with ``stream_subgraphs``. ``durability``: when its steps are saved, as LangGraph's
+    ``astream`` takes it (``"sync"``: each step's checkpoint is saved before the next step
+    starts)."""
     run_conf = app_config(task, graph, config)
     async with graph.open(checkpointer, run_conf, context) as compiled:
         return await _drive_app(
@@ -213,6 +216,7 @@ async def drive_app(
             stops,
             steps,
             subgraphs,
+            durability,
         )
 
 
@@ -230,6 +234,7 @@ async def _drive_app(
     stops: tuple[Any, Any],
     steps: Sequence[str],
     subgraphs: bool,
+    durability: Durability,
 ) -> tuple[TaskResponse, dict[str, Any]]:
     started = time.perf_counter()
     snapshot = None if task.new_thread else await compiled.aget_state(run_conf)
@@ -300,7 +305,7 @@ async def _drive_app(
         "context": context,
         "interrupt_before": stops[0],  # (interrupt_before, interrupt_after) of the run
         "interrupt_after": "*" if one_step else stops[1],
-        "durability": "sync",  # a step's checkpoint is on disk before the next step starts
+        "durability": durability,  # sync: a step's checkpoint is on disk before the next starts
     }
 
     async def loop() -> None:

@@ -15,7 +15,7 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import CheckpointPayload, Command, StreamMode
+from langgraph.types import CheckpointPayload, Command, Durability, StreamMode
 
 from .. import tracing
 from ..agent.runtime import TOOL_CALL_TASK
@@ -95,10 +95,13 @@ async def drive(
     interrupt_after: list[str] | str | None = None,
     steps: Sequence[str] = (),
     subgraphs: bool = False,
+    durability: Durability = "sync",
 ) -> tuple[TaskResponse, dict[str, Any]]:
     """Run ``task`` (one superstep if ``one_step``); returns the response and the last updates.
     ``interrupt_before`` / ``interrupt_after`` stop it before or after those nodes (``"*"``:
-    any), as LangGraph's ``astream`` does.
+    any), as LangGraph's ``astream`` does. ``durability`` is a LangGraph application's, as
+    its ``astream`` takes it; a workflow saves each step before the next (``"sync"``), its
+    trajectory row with it, and refuses another (a :class:`ValueError`).
 
     A LangGraph application (:class:`~aworld_graph.swarm.graph.LangGraphApp`) is driven by
     :func:`~._app.drive_app`: ``input`` is its input as the client gave it, ``config`` and
@@ -139,6 +142,12 @@ async def drive(
                 stops=(interrupt_before, interrupt_after),
                 steps=steps,
                 subgraphs=subgraphs,
+                durability=durability,
+            )
+        if durability != "sync":
+            raise ValueError(
+                f"durability={durability!r}: a workflow saves each step before the next (its "
+                "trajectory row with it); leave durability out"
             )
         return await _drive(
             task,

@@ -18,7 +18,7 @@ from typing import Any, Literal, Self, TypedDict
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import StateSnapshot
+from langgraph.types import Durability, StateSnapshot
 
 from .. import tracing
 from ..config import DEFAULT_MAX_STEPS, TaskConfig
@@ -142,6 +142,7 @@ class GraphRun:
         interrupt_after: list[str] | str | None = None,
         steps: Sequence[str] = (),
         subgraphs: bool = False,
+        durability: Durability = "sync",
     ) -> TaskResponse:
         """Run the task on its thread until it ends, is interrupted or fails.
 
@@ -164,7 +165,11 @@ class GraphRun:
         ``events`` as they are (:class:`~.events.Step`, with ``states``). ``subgraphs``: a
         LangGraph application's subgraphs' parts in the modes of ``steps`` go there too,
         each as a step of mode ``MODE|NAMESPACE`` (a workflow has none: a nested swarm runs as
-        a thread of its own).
+        a thread of its own). ``durability``: when a LangGraph application's steps are saved,
+        as LangGraph's ``astream`` takes it (``"sync"``: each before the next step starts;
+        ``"async"``: while the next runs; ``"exit"``: only when the run ends); a workflow
+        saves each step before the next (``"sync"``), its trajectory row with it, and takes
+        no other.
         """
         response, _ = await drive(
             self.task,
@@ -181,6 +186,7 @@ class GraphRun:
             interrupt_after=interrupt_after,
             steps=steps,
             subgraphs=subgraphs,
+            durability=durability,
         )
         return response
 

@@ -14,7 +14,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ._crons import CronScheduler, CronTable, next_time, zone
-from ._input import Id, Metadata, RunCreate, Text, _Body, validate
+from ._input import (
+    Id,
+    Metadata,
+    RunCreate,
+    Text,
+    _Body,
+    check_run_options,
+    durability_of,
+    validate,
+)
 from ._runs import STREAM_MODES
 from ._thread_routes import EXACT
 from ._webhooks import check_webhook
@@ -63,8 +72,19 @@ class CronCreate(RunCreate):
 
 
 class CronPatch(_Body):
-    """``PATCH /runs/crons/{cron_id}``."""
+    """``PATCH /runs/crons/{cron_id}``: the cron's own fields and those of its run (checked
+    as a run's, by :func:`_check_run`); another is a 422 naming it."""
 
+    model_config = EXACT
+
+    assistant_id: Text | None = None  # a cron's assistant stays: its own, or a 422
+    context: Any = None
+    interrupt_before: Any = None
+    interrupt_after: Any = None
+    stream_mode: Any = None
+    stream_subgraphs: Any = None
+    stream_resumable: Any = None
+    durability: Any = None
     schedule: Text | None = None
     timezone: Text | None = None
     end_time: datetime | None = None
@@ -104,10 +124,13 @@ def _end(value: Any) -> str | None:
     return (end if end.tzinfo else end.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
 
 
-def _check_run(payload: dict[str, Any]) -> None:
-    """A 422 for a cron's run that its firing would refuse: a field of the wrong type, or a
-    stream mode the server does not serve (checked now, not when it fires)."""
+def _check_run(payload: dict[str, Any], is_app: bool) -> None:
+    """A 422 for a cron's run that its firing would refuse: a field of the wrong type, an
+    option the run of the assistant (a LangGraph application if ``is_app``) does not take,
+    or a stream mode the server does not serve (checked now, not when it fires)."""
     validate(RunCreate, payload)
+    check_run_options(payload)
+    durability_of(payload, is_app)
     modes = payload.get("stream_mode")
     for mode in [modes] if isinstance(modes, str) else modes or []:
         if mode not in STREAM_MODES:
@@ -156,7 +179,7 @@ class CronRoutes:
         stamp = datetime.now(UTC)
         payload = {k: v for k, v in body.items() if k not in _NOT_PAYLOAD and v is not None}
         payload["assistant_id"] = assistant.assistant_id
-        _check_run(payload)
+        _check_run(payload, assistant.is_app)
         cron = {
             "cron_id": str(uuid.uuid4()),
             "assistant_id": assistant.assistant_id,
@@ -197,6 +220,17 @@ class CronRoutes:
         validate(CronPatch, body)
         cron = await self._cron(request)
         check_webhook(body.get("webhook"))
+        named = body.get("assistant_id")
+        if (
+            named is not None
+            and self.app.assistants.get(named).assistant_id != cron["assistant_id"]
+        ):
+            raise ApiError(
+                422,
+                "invalid_field",
+                f"assistant_id: cron {cron['cron_id']} runs {cron['assistant_id']}, and a "
+                "cron's assistant does not change; make a new cron for another",
+            )
         if "timezone" in body:
             zone(body["timezone"])
             cron["timezone"] = body["timezone"]
@@ -216,7 +250,8 @@ class CronRoutes:
         if changes:
             cron["payload"] = {**cron["payload"], **changes}
             cron["payload"]["assistant_id"] = cron["assistant_id"]
-            _check_run(cron["payload"])
+            assistant = self.app.assistants.get(cron["assistant_id"])
+            _check_run(cron["payload"], assistant.is_app)
         cron["updated_at"] = now()
         await self.table.put(cron)
         self.scheduler.wake()

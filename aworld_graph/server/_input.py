@@ -33,8 +33,10 @@ __all__ = [
     "ThreadSearch",
     "before_id",
     "check_command",
+    "check_run_options",
     "check_depth",
     "check_id",
+    "durability_of",
     "query_count",
     "validate",
 ]
@@ -179,8 +181,23 @@ class StateUpdate(_Body):
     checkpoint: CheckpointRef | None = None
 
 
+class LangSmithTracer(BaseModel):
+    """A run's ``langsmith_tracer``, as LangGraph's server reads it (its LangSmith project
+    and dataset example). Without LangSmith configured, LangGraph's server only puts them in
+    the run's config, where nothing reads them; this server, which has no LangSmith, reads
+    and checks them and sends no trace."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project_name: Text | None = None
+    example_id: Text | None = None
+
+
 class RunCreate(_Body):
-    """The run routes' bodies (``…/runs``, ``…/runs/stream``, ``…/runs/wait``)."""
+    """The run routes' bodies (``…/runs``, ``…/runs/stream``, ``…/runs/wait``): every field
+    LangGraph's clients send; another is a 422 naming it."""
+
+    model_config = ConfigDict(extra="forbid")
 
     assistant_id: Annotated[str, Field(strict=True, max_length=256)] = ""
     thread_id: Id | None = None
@@ -199,6 +216,52 @@ class RunCreate(_Body):
     checkpoint_id: Id | None = None
     checkpoint: CheckpointRef | None = None
     config: dict[str, Any] | None = None
+    context: Any = None  # checked with the assistant's context schema
+    webhook: Any = None  # checked by check_webhook
+    stream_resumable: StrictBool | None = None  # every stream is resumable
+    durability: Literal["sync", "async", "exit"] | None = None
+    checkpoint_during: StrictBool | None = None  # the older name of durability
+    strict_resume: StrictBool | None = None
+    feedback_keys: list[Text] | None = None  # refused by check_run_options: no LangSmith
+    langsmith_tracer: LangSmithTracer | None = None
+
+
+def durability_of(body: Mapping[str, Any], is_app: bool) -> str | None:
+    """The ``durability`` a run asks for, as LangGraph's server reads it: ``durability``, else
+    ``checkpoint_during`` (its older name: ``false`` is ``"exit"``, ``true`` ``"async"``),
+    else ``None`` (this server's own: ``"sync"``). A workflow (``is_app`` false) saves each
+    step before the next, its trajectory row with it: ``"async"`` is served as ``"sync"``
+    (the step is saved, sooner) and ``"exit"`` (no step saved until the run ends) is a 422
+    naming the field."""
+    field, durability = "durability", body.get("durability")
+    if durability is None and body.get("checkpoint_during") is not None:
+        field = "checkpoint_during"
+        durability = "async" if body["checkpoint_during"] else "exit"
+    if durability == "exit" and not is_app:
+        given = "checkpoint_during=false" if field == "checkpoint_during" else "durability='exit'"
+        raise ApiError(
+            422,
+            "invalid_run",
+            f"{field}: {given} saves no step until the run ends, but a workflow saves each "
+            "step (its trajectory) before the next; leave it out, or use durability='sync' "
+            "(a LangGraph application takes 'exit')",
+        )
+    if durability is not None and not is_app:
+        return "sync"
+    return None if durability is None else str(durability)
+
+
+def check_run_options(body: Mapping[str, Any]) -> None:
+    """A 422 for a run option LangGraph's server serves only with LangSmith, which this
+    server has not: ``feedback_keys`` (LangGraph's server asks LangSmith for a feedback URL
+    per key when the run ends, and without LangSmith that call fails)."""
+    if body.get("feedback_keys"):
+        raise ApiError(
+            422,
+            "invalid_run",
+            "feedback_keys: feedback URLs are made by LangSmith, which this server does not "
+            "use; leave feedback_keys out",
+        )
 
 
 class RunsCancel(_Body):

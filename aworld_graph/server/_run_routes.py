@@ -12,14 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import re
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ._input import MAX_BATCH, RunCreate, RunsCancel, check_command, query_count, validate
+from ._input import (
+    MAX_BATCH,
+    RunCreate,
+    RunsCancel,
+    check_command,
+    check_run_options,
+    durability_of,
+    query_count,
+    validate,
+)
 from ._langgraph_app import check_steering, steers
 from ._runs import STREAM_MODES, Run, event_name, run_json
 from ._webhooks import check_webhook
@@ -31,6 +41,13 @@ if TYPE_CHECKING:
 __all__ = ["RunRoutes"]
 
 _STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
+
+RUN_FIELDS = (
+    *("run_id", "thread_id", "assistant_id", "created_at", "updated_at", "status"),
+    *("metadata", "kwargs", "multitask_strategy", "langsmith_session_name"),
+)
+"""The fields of a run that ``GET /threads/{thread_id}/runs?select=`` takes, as LangGraph's
+server names them (a run has no LangSmith session here: selecting it gives no field)."""
 
 
 def _start_at(body: Mapping[str, Any], stateless: bool) -> str | None:
@@ -49,6 +66,33 @@ def _start_at(body: Mapping[str, Any], stateless: bool) -> str | None:
             "this thread with DELETE /threads/THREAD when done",
         )
     return None if found is None else str(found)
+
+
+_INTERRUPT_ID = re.compile(r"[0-9a-f]{32}")
+"""An interrupt's id, as LangGraph makes them (a resume map's keys)."""
+
+
+def _check_strict(thread_id: str, answer: Any, waiting: builtins.list[str]) -> None:
+    """A 409 for a ``strict_resume`` answer not matched to the interrupts ``waiting``, as
+    LangGraph's ``strict_resume`` refuses it (the thread stays as it was)."""
+    is_map = isinstance(answer, dict) and all(
+        isinstance(k, str) and _INTERRUPT_ID.fullmatch(k) for k in answer
+    )
+    pending = ", ".join(waiting)
+    if is_map and not answer:
+        problem = "the resume map names no interrupt"
+    elif is_map and (unknown := sorted(set(answer) - set(waiting))):
+        problem = f"interrupt {unknown[0]} is not waiting (answered already, or never asked)"
+    elif not is_map and len(waiting) > 1:
+        problem = "several interrupts wait, so the answer must name each by its id"
+    else:
+        return
+    raise ApiError(
+        409,
+        "unknown_interrupt",
+        f"strict_resume: {problem}; thread {thread_id} waits for {pending}: resume with "
+        '{"INTERRUPT_ID": answer, ...}',
+    )
 
 
 async def _disconnected(request: Request) -> None:
@@ -70,15 +114,19 @@ def _thread_modes(query: Any) -> set[str]:
         for mode in value.split(",")
         if mode.strip()
     ]
-    bad = [m for m in asked if m not in THREAD_STREAM_MODES]
-    if bad:
-        raise ApiError(
-            422,
-            "invalid_stream_mode",
-            f"thread stream mode {bad[0][:40]!r} is not served; use any of "
-            f"{', '.join(THREAD_STREAM_MODES)}",
-        )
+    _known(
+        asked, THREAD_STREAM_MODES, "invalid_stream_mode", "thread stream mode {!r} is not served"
+    )
     return set(asked or ["run_modes"])
+
+
+def _known(names: Sequence[str], known: Sequence[str], code: str, problem: str) -> None:
+    """A 422 (``code``) for the first of ``names`` not ``known``: ``problem`` with it, and
+    the names known."""
+    for name in names:
+        if name not in known:
+            said = problem.format(name[:40])
+            raise ApiError(422, code, f"{said}; use any of {', '.join(known)}")
 
 
 def _modes(value: Any) -> list[str]:
@@ -137,9 +185,12 @@ class RunRoutes:
     ) -> tuple[Run, dict[str, Any]]:
         validate(RunCreate, body)
         check_webhook(body.get("webhook"))
+        check_run_options(body)
         if thread_id is None:
             thread_id = body.get("thread_id")
         assistant = self.app.assistants.get(str(body.get("assistant_id") or ""))
+        durability = durability_of(body, assistant.is_app)
+        strict = bool(body.get("strict_resume"))
         body["stream_mode"] = _modes(body.get("stream_mode"))
         strategy = str(body.get("multitask_strategy") or "enqueue")  # LangGraph's default
         if strategy not in _STRATEGIES:
@@ -179,11 +230,14 @@ class RunRoutes:
         busy = bool(self.runs.busy(thread_id))
         deferred = busy or start_at is not None  # checked on the state the run starts from
         checked = not (steering and not has_resume)  # a command runs on any state, as in LangGraph
+        answer = command.get("resume") if strict else None  # checked against the interrupts
         if checked and not deferred and not new:  # else checked when the runs before it end
-            await self.check(thread_id, text, has_resume)
+            await self.check(thread_id, text, has_resume, strict=strict, answer=answer)
 
         async def later(run: Run) -> None:
-            await self.check(thread_id, text, has_resume, at=run.checkpoint_id)
+            await self.check(
+                thread_id, text, has_resume, at=run.checkpoint_id, strict=strict, answer=answer
+            )
 
         run = await self.runs.start(
             thread_id=thread_id,
@@ -197,8 +251,10 @@ class RunRoutes:
                 for k in (
                     *("input", "command", "stream_mode", "config", "context", "webhook"),
                     *("interrupt_before", "interrupt_after", "stream_subgraphs"),
+                    *("strict_resume", "langsmith_tracer"),
                 )
-            },
+            }
+            | {"durability": durability},
             check=later if deferred and checked else None,
             new_thread=new,
             modes=body["stream_mode"] if streamed else None,
@@ -214,11 +270,17 @@ class RunRoutes:
         text: str | None,
         has_resume: bool,
         at: str | None = None,
+        *,
+        strict: bool = False,
+        answer: Any = None,
     ) -> None:
         """Refuse with an ``ApiError`` a run the thread cannot take now (at checkpoint
         ``at``, when the run starts from it). New input is taken on any thread, as LangGraph's
         server takes it: on one that waits for a human step or stopped mid-run it goes on top
-        (the run drops the tasks pending there)."""
+        (the run drops the tasks pending there). A resume is refused when nothing waits for
+        it; with ``strict`` (``strict_resume``) also when ``answer`` is not matched to the
+        interrupts that wait, as LangGraph's ``strict_resume``: a map of interrupt ids that
+        names none or one not waiting, or one value when several wait."""
         state = await self.threads.state(thread_id, at)
         started = bool(state["values"]) or state["checkpoint"]["checkpoint_id"] is not None
         if has_resume and not state["interrupts"]:
@@ -228,6 +290,8 @@ class RunRoutes:
                 f"thread {thread_id} is not waiting for input, so there is nothing to resume; "
                 + ("send input null to continue it" if state["next"] else "start a new run"),
             )
+        if has_resume and strict:
+            _check_strict(thread_id, answer, [str(i.get("id")) for i in state["interrupts"]])
         if text is None and not has_resume and not started:
             raise ApiError(
                 422,
@@ -293,6 +357,12 @@ class RunRoutes:
             )
         for i, payload in enumerate(payloads):
             try:
+                # the JavaScript SDK's createBatch sends its payload with assistantId added
+                # as assistant_id: the same id, twice
+                if "assistantId" in payload and payload["assistantId"] == payload.get(
+                    "assistant_id"
+                ):
+                    del payload["assistantId"]
                 validate(RunCreate, payload)
                 if payload.get("thread_id") is not None or payload.get("command"):
                     raise ApiError(
@@ -300,7 +370,9 @@ class RunRoutes:
                         "invalid_run",
                         "a batch run has no thread: leave out thread_id and command",
                     )
-                self.app.assistants.get(str(payload.get("assistant_id") or ""))
+                check_run_options(payload)
+                assistant = self.app.assistants.get(str(payload.get("assistant_id") or ""))
+                durability_of(payload, assistant.is_app)
             except ApiError as exc:
                 raise ApiError(exc.status, exc.code, f"run [{i}]: {exc.message}") from None
         runs = [(await self._start(dict(p), None))[0] for p in payloads]
@@ -388,7 +460,12 @@ class RunRoutes:
         runs = [r for r in runs if not status or r["status"] == status]
         offset = query_count(request.query_params, "offset", 0)
         limit = query_count(request.query_params, "limit", 10)
-        return self.app.json(runs[offset : offset + limit])
+        page = runs[offset : offset + limit]
+        select = [f for f in request.query_params.getlist("select") if f]
+        _known(select, RUN_FIELDS, "invalid_query", "select: {!r} is not a field of a run")
+        if select:  # only those fields, as LangGraph's server answers
+            page = [{k: v for k, v in r.items() if k in select} for r in page]
+        return self.app.json(page)
 
     async def past(self, thread_id: str) -> builtins.list[dict[str, Any]]:
         """Runs read back from the thread's checkpoints (the CLI's and the library's, which

@@ -709,6 +709,7 @@ class RunManager:
                 **run.assistant.run_options(run.run_id, run.thread_id, run.kwargs),
                 interrupt_before=run.kwargs.get("interrupt_before"),
                 interrupt_after=run.kwargs.get("interrupt_after"),
+                durability=run.kwargs.get("durability") or "sync",
                 # a background run passes on those it was created with (its feed holds them)
                 steps=run.modes or run.kwargs.get("stream_mode") or (),
             )
