@@ -108,7 +108,6 @@ def test_no_sdk_parameter_is_accepted_and_left_unread() -> None:
     assert not unread, unread
 
 
-@pytest.mark.xfail(strict=True, reason="threads.stream's protocol is not served yet (issue 37)")
 def test_every_sdk_call_is_served() -> None:
     unserved = [f"{s}.{m}" for (s, m), (_, p) in documented().items() if p.startswith("not served")]
     assert not unserved, unserved
