@@ -10,14 +10,15 @@ filtered event stream over one thread, as LangGraph's server serves them.
   thread's assistant that resumes it (``update`` and ``goto`` go with the resume).
 - ``POST /threads/{thread_id}/stream/events``: server-sent events of the thread's runs, those
   going when the client comes (the last one when none is going) and each later one, until
-  the client goes. The body picks ``channels`` (``values``, ``updates``, ``checkpoints``,
-  ``tasks``, ``custom``, ``lifecycle``, ``input``; ``messages`` and ``tools`` are taken and
-  carry nothing), ``namespaces`` (the subgraph prefixes wanted), ``depth`` (how far below
+  the client goes. The body picks ``channels`` (``values``, ``updates``, ``messages``,
+  ``checkpoints``, ``tasks``, ``custom``, ``lifecycle``, ``input``; ``tools`` is taken and
+  carries nothing), ``namespaces`` (the subgraph prefixes wanted), ``depth`` (how far below
   them) and ``since`` (the last ``seq`` the client has). Each event is ``{"type": "event",
   "event_id", "seq", "method", "params": {"namespace", "timestamp", "data"}}``: a run starts
   with ``lifecycle`` ``running`` and ends with ``completed``, ``failed`` (with its ``error``)
   or ``interrupted``, after an ``input.requested`` ``{"interrupt_id", "payload"}`` per
-  interrupt it stops at. ``event_id`` names the run and its place in the run's stream, so
+  interrupt it stops at. A model's message streams its text (a tool call's arguments are
+  not carried). ``event_id`` names the run and its place in the run's stream, so
   the SDK drops what a second connection repeats.
 
 The runs are the server's own (:class:`~._run_routes.RunRoutes` starts them, with every
@@ -47,7 +48,7 @@ CHANNELS = (
 )
 """The channels a client may ask for (and ``custom:NAME``)."""
 
-_FEED_MODES = ["values", "updates", "custom", "checkpoints", "tasks"]
+_FEED_MODES = ["values", "updates", "messages-tuple", "custom", "checkpoints", "tasks"]
 """The stream modes a protocol run's feed holds: those the channels carry."""
 
 _START_PARAMS = frozenset({"assistant_id", "input", "config", "metadata", "multitaskStrategy"})
@@ -146,6 +147,69 @@ def _protocol(mode: str, data: Any) -> Iterator[tuple[str, Any]]:
         yield "custom", {"payload": data}
     elif mode in ("checkpoints", "tasks"):
         yield mode, data
+
+
+_ROLES = {"ai": "ai", "human": "human", "tool": "tool", "system": "system"}
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    blocks = content if isinstance(content, list) else []
+    return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict))
+
+
+class _Messages:
+    """The ``messages`` channel of one run: each message its chunks stream as
+    ``message-start``, a text block (``content-block-start``, a ``content-block-delta`` per
+    chunk, ``content-block-finish`` with the whole text) and ``message-finish``. A message
+    ends with its last chunk (``chunk_position: "last"``), at once when it comes whole (not
+    a chunk), or at the next step of its namespace or the run's end."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, tuple[list[str], str]] = {}
+        """The text so far and namespace of each message not ended, by id."""
+
+    def part(self, namespace: list[str], data: Any) -> Iterator[tuple[list[str], Any]]:
+        """The ``(namespace, data)`` events of one ``messages-tuple`` part."""
+        chunk = data[0] if isinstance(data, list) and data else None
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("id"), str):
+            return
+        ident, kind = chunk["id"], str(chunk.get("type", "ai"))
+        if ident not in self.open:
+            role = _ROLES.get(kind.removesuffix("MessageChunk").lower(), "ai")
+            yield namespace, {"event": "message-start", "role": role, "id": ident}
+            yield (
+                namespace,
+                {"event": "content-block-start", "index": 0}
+                | {"content": {"type": "text", "text": ""}},
+            )
+            self.open[ident] = (namespace, "")
+        text = _text(chunk.get("content"))
+        if text:
+            yield (
+                namespace,
+                {"event": "content-block-delta", "index": 0}
+                | {"delta": {"type": "text-delta", "text": text}},
+            )
+            self.open[ident] = (namespace, self.open[ident][1] + text)
+        if chunk.get("chunk_position") == "last" or not kind.endswith("Chunk"):
+            yield from self._end(ident)
+
+    def close(self, namespace: list[str] | None = None) -> Iterator[tuple[list[str], Any]]:
+        """End the messages of ``namespace`` (``None``: every one) not ended yet."""
+        for ident, (where, _) in list(self.open.items()):
+            if namespace is None or where == namespace:
+                yield from self._end(ident)
+
+    def _end(self, ident: str) -> Iterator[tuple[list[str], Any]]:
+        namespace, text = self.open.pop(ident)
+        yield (
+            namespace,
+            {"event": "content-block-finish", "index": 0}
+            | {"content": {"type": "text", "text": text}},
+        )
+        yield namespace, {"event": "message-finish"}
 
 
 class ThreadCommands:
@@ -298,20 +362,31 @@ class ThreadCommands:
         yield lifecycle("running")
         asked: set[str] = set()
         ended = False
+        messages = _Messages()
         async for ready in run.feed.follow():
             for index, part, data in ready:
                 mode, _, rest = part.partition("|")
                 namespace = rest.split("|") if rest else []
-                if mode == "error" and not ended:
-                    ended = True
-                    message = data.get("message") if isinstance(data, dict) else None
-                    yield lifecycle("failed", str(message or data))
-                for k, (method, found) in enumerate(_protocol(mode, data)):
+                told: list[tuple[str, list[str], Any]] = []
+                if mode == "messages-tuple":
+                    told += [("messages", ns, d) for ns, d in messages.part(namespace, data)]
+                elif mode in ("values", "updates", "error"):  # a step ended
+                    closed = messages.close(None if mode == "error" else namespace)
+                    told += [("messages", ns, d) for ns, d in closed]
+                for method, found in _protocol(mode, data):
                     if method == "input.requested":
                         if found["interrupt_id"] in asked:
                             continue
                         asked.add(found["interrupt_id"])
-                    yield event(f"{index}.{k}", method, namespace, found)
+                    told.append((method, namespace, found))
+                for k, (method, where, found) in enumerate(told):
+                    yield event(f"{index}.{k}", method, where, found)
+                if mode == "error" and not ended:
+                    ended = True
+                    message = data.get("message") if isinstance(data, dict) else None
+                    yield lifecycle("failed", str(message or data))
+        for k, (where, found) in enumerate(messages.close()):
+            yield event(f"end.{k}", "messages", where, found)
         if ended:
             return
         if run.status == "success" and (asked or run.interrupts):

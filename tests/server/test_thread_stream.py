@@ -1,7 +1,7 @@
 """``client.threads.stream``, the langgraph-sdk's thread stream protocol (``POST
 /threads/{id}/commands`` and ``POST /threads/{id}/stream/events``), served for a LangGraph
 application and an aworld-graph workflow, with the real SDK client (issue 37): a run's
-output and events, an interrupt answered with ``run.respond``, a thread stream opened on a
+output and events (its model's answer streamed on the messages channel), an interrupt answered with ``run.respond``, a thread stream opened on a
 thread that already ran, the API key, and bad input as a 422 naming the field."""
 
 # ruff: noqa: F811 (app_server's fixtures, imported here, are the tests' parameters)
@@ -38,10 +38,10 @@ async def _events(thread: Any, channels: list[str], until: str) -> list[Any]:
     return seen
 
 
-async def test_a_run_streams_its_values_updates_and_lifecycle(app_sdk: Any) -> None:
+async def test_a_run_streams_its_values_updates_messages_and_lifecycle(app_sdk: Any) -> None:
     async with app_sdk.threads.stream(assistant_id="chat") as thread:
         watch = asyncio.create_task(
-            _events(thread, ["lifecycle", "values", "updates", "custom"], "completed")
+            _events(thread, ["lifecycle", "values", "updates", "messages", "custom"], "completed")
         )
         started = await thread.run.start(input=USER)
         output = await thread.output.with_timeout(30)
@@ -59,6 +59,16 @@ async def test_a_run_streams_its_values_updates_and_lifecycle(app_sdk: Any) -> N
     assert [u["node"] for u in updates] == ["reply"]
     assert updates[0]["values"]["turns"] == 1
     assert [method for method in methods if method == "values"]  # each step's state
+    streamed = [data for method, _, data in seen if method == "messages"]
+    answer = output["messages"][-1]
+    assert streamed[0] == {"event": "message-start", "role": "ai", "id": answer["id"]}
+    deltas = [d["delta"]["text"] for d in streamed if d["event"] == "content-block-delta"]
+    assert "".join(deltas) == "you said: hi there"
+    assert streamed[-2:] == [
+        {"event": "content-block-finish", "index": 0}
+        | {"content": {"type": "text", "text": "you said: hi there"}},
+        {"event": "message-finish"},
+    ]
     runs = await app_sdk.runs.list(thread.thread_id)
     assert [r["run_id"] for r in runs] == [started["run_id"]]
     assert runs[0]["status"] == "success"

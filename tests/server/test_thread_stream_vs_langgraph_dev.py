@@ -1,8 +1,8 @@
 """``client.threads.stream`` (the SDK's thread stream protocol: ``POST …/commands``,
 ``POST …/stream/events``) side by side with LangGraph's own server (``langgraph dev``), on the
 LangGraph project of :mod:`tests.server.langgraph_dev`, with the real ``langgraph-sdk`` client
-(issue 37): a run's output, its lifecycle and input events, and a person's answer to an
-interrupt."""
+(issue 37): a run's output, its lifecycle and input events, its model's streamed message,
+and a person's answer to an interrupt."""
 
 from __future__ import annotations
 
@@ -31,13 +31,16 @@ def _text(content: Any) -> str:
 
 
 async def _control(thread: Any, seen: list[Any]) -> None:
-    """The lifecycle and input events of ``thread``'s root graph, as ``(method, what)``, until
-    it completes."""
-    async for event in thread.subscribe(["lifecycle", "input"]):
+    """The lifecycle, input and messages events of ``thread``'s root graph, as ``(method,
+    what)`` (a message event whole), until it completes."""
+    async for event in thread.subscribe(["lifecycle", "input", "messages"]):
         params = event["params"]
         if params["namespace"]:
             continue  # a subgraph's: LangGraph's server names each node's
         data = params["data"]
+        if event["method"] == "messages":
+            seen.append(["messages", data])
+            continue
         seen.append([event["method"], data.get("event") or data.get("interrupt_id")])
         if data.get("event") == "completed":
             return
@@ -75,6 +78,8 @@ async def _review(client: Any) -> dict[str, Any]:
 async def test_a_run_started_on_a_thread_stream_ends_alike(sides: dict[str, Side]) -> None:
     ours, peer = await both(sides, _chat)
     assert peer["output"][-1] == ["ai", "you said: hi"]
+    streamed = [data for method, data in peer["events"] if method == "messages"]
+    assert streamed[0]["event"] == "message-start" and streamed[-1]["event"] == "message-finish"
     assert ours == peer
 
 
