@@ -254,7 +254,7 @@ class RunRoutes:
                     *("strict_resume", "langsmith_tracer"),
                 )
             }
-            | {"durability": durability},
+            | {"durability": durability or "sync"},  # this server's own: each step saved
             check=later if deferred and checked else None,
             new_thread=new,
             modes=body["stream_mode"] if streamed else None,

@@ -41,6 +41,18 @@ async def test_durability_is_a_langgraph_apps_as_astream_takes_it(app_sdk: Any) 
     assert not at_exit[0]["next"]
 
 
+async def test_a_run_saved_at_exit_stops_at_a_person_and_resumes(app_sdk: Any) -> None:
+    tid = (await app_sdk.threads.create())["thread_id"]
+    asked = await app_sdk.runs.wait(tid, "review", input=USER, durability="exit")
+    assert asked["__interrupt__"][0]["value"]["question"] == "Approve the draft?"
+    assert len(await app_sdk.threads.get_history(tid)) == 1  # saved where it stopped
+    done = await app_sdk.runs.wait(tid, "review", command={"resume": "ok"}, durability="exit")
+    assert done["verdict"] == "ok"
+    assert (await app_sdk.threads.get(tid))["status"] == "idle"
+    run = (await app_sdk.runs.list(tid))[0]
+    assert run["status"] == "success" and run["kwargs"]["durability"] == "exit"
+
+
 async def test_checkpoint_during_false_is_durability_exit(app_sdk: Any) -> None:
     with warnings.catch_warnings():  # the SDK warns that checkpoint_during is deprecated
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -51,6 +63,9 @@ async def test_checkpoint_during_false_is_durability_exit(app_sdk: Any) -> None:
     tid = (await app_sdk.threads.create())["thread_id"]
     run = await app_sdk.runs.create(tid, "chat", input=USER, durability="exit")
     assert run["kwargs"]["durability"] == "exit"  # the run says how it saves
+    await app_sdk.runs.join(tid, run["run_id"])
+    run = await app_sdk.runs.create(tid, "chat", input=USER)
+    assert run["kwargs"]["durability"] == "sync"  # this server's own
     await app_sdk.runs.join(tid, run["run_id"])
 
 
