@@ -178,11 +178,13 @@ class RunRoutes:
     async def _create(
         self, request: Request, thread_id: str | None, *, streamed: bool = False
     ) -> tuple[Run, dict[str, Any]]:
-        return await self._start(await self.app.body(request), thread_id, streamed=streamed)
+        return await self.start_run(await self.app.body(request), thread_id, streamed=streamed)
 
-    async def _start(
+    async def start_run(
         self, body: dict[str, Any], thread_id: str | None, *, streamed: bool = False
     ) -> tuple[Run, dict[str, Any]]:
+        """Check a run's ``body`` as ``POST …/runs`` does and start it (or queue it) on
+        ``thread_id`` (``None``: the body's, or a stateless run); the run and the checked body."""
         validate(RunCreate, body)
         check_webhook(body.get("webhook"))
         check_run_options(body)
@@ -375,7 +377,7 @@ class RunRoutes:
                 durability_of(payload, assistant.is_app)
             except ApiError as exc:
                 raise ApiError(exc.status, exc.code, f"run [{i}]: {exc.message}") from None
-        runs = [(await self._start(dict(p), None))[0] for p in payloads]
+        runs = [(await self.start_run(dict(p), None))[0] for p in payloads]
         return self.app.json([run.json() for run in runs])
 
     async def cancel_many(self, request: Request) -> Response:

@@ -251,7 +251,7 @@ class ThreadCommands:
 
     async def _start(self, thread_id: str, body: dict[str, Any]) -> Run:
         body |= {"stream_mode": list(_FEED_MODES), "stream_subgraphs": True}
-        run, _ = await self.run_routes._start(body | {"if_not_exists": "create"}, thread_id)
+        run, _ = await self.run_routes.start_run(body | {"if_not_exists": "create"}, thread_id)
         return run
 
     async def _run_start(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
