@@ -337,7 +337,9 @@ async def _drive_app(
     return response, updates
 
 
-NESTED_MODES = ("values", "updates", "custom", "checkpoints", "tasks", "debug", "messages-tuple")
+NESTED_MODES = (
+    *("values", "updates", "custom", "checkpoints", "tasks", "debug", "messages-tuple", "tools"),
+)
 """The stream modes whose parts a run with ``subgraphs`` sends from its subgraphs too."""
 
 

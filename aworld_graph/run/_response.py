@@ -58,10 +58,12 @@ async def run_loop(
     return None
 
 
-STEP_MODES = ("tasks", "debug", "events")
+STEP_MODES = ("tasks", "debug", "events", "tools")
 """LangGraph stream modes a run can pass on to its sink as they are (:class:`~.events.Step`);
 ``events`` is LangChain's ``astream_events`` (v2) of the run (a workflow's with its model and
-tool calls as LangChain's chat model and tool events)."""
+tool calls as LangChain's chat model and tool events); ``tools`` is a LangGraph
+application's tool calls as LangGraph streams them (``tool-started``, ``tool-finished``,
+``tool-error``)."""
 
 
 def step_modes(steps: Sequence[str], events: Any, states: bool) -> list[Any]:

@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import re
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -53,7 +54,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.constants import END
 
 from ..config import TaskConfig
-from ..run import CriticScore, GraphRun, RunEvent, StepEvent, built, pending_nodes
+from ..run import CriticScore, GraphRun, RunEvent, StepEvent, ToolCall, built, pending_nodes
 from ..task import Task
 from ._assistants import Assistant
 from ._chat import chat_chunk, chat_updates, chat_values, next_reply_id
@@ -77,7 +78,7 @@ log = logging.getLogger("aworld_graph.server")
 
 STREAM_MODES = (
     *("values", "updates", "messages", "messages-tuple", "custom", "checkpoints"),
-    *("tasks", "debug", "events"),
+    *("tasks", "debug", "events", "tools"),
 )
 """The stream modes a run produces."""
 
@@ -245,7 +246,7 @@ def _scalars(metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 _PARTS = (
-    *("values", "checkpoints", "updates", "custom", "tasks", "debug", "events"),
+    *("values", "checkpoints", "updates", "custom", "tasks", "debug", "events", "tools"),
     *("messages-tuple", "messages/metadata", "messages/partial", "messages/complete"),
 )
 """The parts of a feed (``messages/…`` are the ``messages`` mode's)."""
@@ -263,6 +264,11 @@ class _Sink:
         self.app = run.assistant.is_app
         self.before: Any = []
         """The state's messages as last streamed: what the next replies' ids follow from."""
+        self.calls: dict[str, list[dict[str, Any]]] = {}
+        """Each agent's tool calls its last model call asked for and no tool call has
+        answered yet: where a workflow's ``tool_call`` event finds its call's id."""
+        self.results: Counter[str] = Counter()
+        """Each agent's tool results told since the state was last streamed."""
 
     def _message_id(self, agent: str) -> str:
         return self.ids.setdefault(agent, next_reply_id(self.before, agent))
@@ -276,6 +282,7 @@ class _Sink:
             self.run.notify()
             stored = clean(checkpoint.get("values") or {})  # the run's values: always
             self.before = stored.get("messages")
+            self.results.clear()
             values = chat_values(stored, self.app)  # as chat UIs read them
             if (checkpoint.get("metadata") or {}).get("source") != "input":  # not before it
                 self.run.values = values
@@ -338,6 +345,42 @@ class _Sink:
             put("messages/complete", [{**complete, "type": "ai"}])
             self.partial.pop(agent, None)
             self.ids.pop(agent, None)
+            self.calls[agent] = [dict(c) for c in calls]
+        elif event["event"] == "tool_call":
+            for data in self._tool_parts(event):
+                put("tools", data)
+
+    def _tool_parts(self, event: ToolCall) -> list[dict[str, Any]]:
+        """A workflow's tool call as LangGraph streams one in the ``tools`` mode:
+        ``tool-started`` (its name and arguments), then ``tool-finished`` (a tool message)
+        or ``tool-error``. The library tells of a call once it ended, so both go at once;
+        the call's id is that of the model's call of the same tool and arguments."""
+        pending = self.calls.get(event["agent"], [])
+        same = [c for c in pending if c.get("name") == event["tool"]]
+        call = next((c for c in same if c.get("arguments") == event["arguments"]), None)
+        call = call or (same[0] if same else None)
+        if call is not None:
+            pending.remove(call)
+        ident = str(call["id"]) if call and call.get("id") else f"call-{uuid.uuid4().hex[:12]}"
+        try:
+            args = json.loads(event["arguments"] or "{}")
+        except ValueError:
+            args = event["arguments"]
+        agent = event["agent"]
+        self.results[agent] += 1  # its message's id, as the thread's values name it
+        before = self.before if isinstance(self.before, list) else []
+        mine = [m for m in before if isinstance(m, dict) and m.get("_agent") == agent]
+        number = sum(m.get("role") == "tool" for m in mine) + self.results[agent]
+        started = {"event": "tool-started", "tool_call_id": ident, "tool_name": event["tool"]}
+        ended: dict[str, Any]
+        if event["is_error"]:
+            ended = {"event": "tool-error", "tool_call_id": ident, "message": event["content"]}
+        else:
+            said = {"type": "tool", "name": event["tool"], "content": event["content"]}
+            output = said | {"id": f"tool-{agent}-{number}", "tool_call_id": ident}
+            output |= {"status": "success"}
+            ended = {"event": "tool-finished", "tool_call_id": ident, "output": output}
+        return [started | {"input": args}, ended]
 
 
 def _critic_event(node: str, record: dict[str, Any]) -> CriticScore:

@@ -11,15 +11,16 @@ filtered event stream over one thread, as LangGraph's server serves them.
 - ``POST /threads/{thread_id}/stream/events``: server-sent events of the thread's runs, those
   going when the client comes (the last one when none is going) and each later one, until
   the client goes. The body picks ``channels`` (``values``, ``updates``, ``messages``,
-  ``checkpoints``, ``tasks``, ``custom``, ``lifecycle``, ``input``; ``tools`` is taken and
-  carries nothing), ``namespaces`` (the subgraph prefixes wanted), ``depth`` (how far below
+  ``checkpoints``, ``tasks``, ``custom``, ``lifecycle``, ``input``, ``tools``),
+  ``namespaces`` (the subgraph prefixes wanted), ``depth`` (how far below
   them) and ``since`` (the last ``seq`` the client has). Each event is ``{"type": "event",
   "event_id", "seq", "method", "params": {"namespace", "timestamp", "data"}}``: a run starts
   with ``lifecycle`` ``running`` and ends with ``completed``, ``failed`` (with its ``error``)
   or ``interrupted``, after an ``input.requested`` ``{"interrupt_id", "payload"}`` per
-  interrupt it stops at. A model's message streams its text (a tool call's arguments are
-  not carried). ``event_id`` names the run and its place in the run's stream, so
-  the SDK drops what a second connection repeats.
+  interrupt it stops at. A model's message streams its text and its tool calls as content
+  blocks; each tool call is a ``tool-started``, then a ``tool-finished`` (its result, also a
+  ``tool`` message on ``messages``) or a ``tool-error`` on ``tools``. ``event_id`` names the
+  run and its place in the run's stream, so the SDK drops what a second connection repeats.
 
 The runs are the server's own (:class:`~._run_routes.RunRoutes` starts them, with every
 check a run of ``POST /threads/{id}/runs`` has); a malformed command or body is a 422 naming
@@ -28,6 +29,7 @@ the field.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -35,7 +37,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from ..run import LangGraphApp
 from ._app import App, Rows
+from ._assistants import Assistant
 from ._run_routes import RunRoutes
 from ._runs import Run
 from ._wire import ApiError, sse
@@ -49,7 +53,23 @@ CHANNELS = (
 """The channels a client may ask for (and ``custom:NAME``)."""
 
 _FEED_MODES = ["values", "updates", "messages-tuple", "custom", "checkpoints", "tasks"]
-"""The stream modes a protocol run's feed holds: those the channels carry."""
+"""The stream modes a protocol run's feed holds: those the channels carry (and ``tools``
+where :func:`_streams_tools`)."""
+
+
+def _streams_tools(assistant: Assistant) -> bool:
+    """Whether a run of ``assistant`` sends its tool calls on the ``tools`` channel: a
+    workflow's always; a LangGraph application's when its graph was compiled with a stream
+    transformer that asks for LangGraph's ``tools`` stream mode (``transformers=
+    [ToolCallTransformer]``), as LangGraph's server streams them only then (an application
+    made by a factory is not known before it runs: it sends none)."""
+    source = assistant.source
+    if not isinstance(source, LangGraphApp):
+        return True
+    graph = None if source.factory else source.graph
+    transformers = getattr(graph, "stream_transformers", None) or ()
+    return any("tools" in getattr(t, "required_stream_modes", ()) for t in transformers)
+
 
 _START_PARAMS = frozenset({"assistant_id", "input", "config", "metadata", "multitaskStrategy"})
 _RESPOND_PARAMS = frozenset(
@@ -159,16 +179,105 @@ def _text(content: Any) -> str:
     return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict))
 
 
+def _blocks(chunk: dict[str, Any], streamed: bool) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """The content blocks of one message part, each with its key (the same block's key in
+    every chunk of a message): its text, then its tool calls (a chunk's ``tool_call_chunks``
+    by their ``index``; a whole message's ``tool_calls`` and ``invalid_tool_calls``)."""
+    text = _text(chunk.get("content"))
+    if text:
+        yield "text", {"type": "text", "text": text}
+    if streamed:
+        for i, piece in enumerate(_records(chunk.get("tool_call_chunks"))):
+            index = piece.get("index")
+            block = {"type": "tool_call_chunk", "id": piece.get("id"), "name": piece.get("name")}
+            block |= {"args": str(piece.get("args") or "")}
+            yield (
+                ("call", i if index is None else index),
+                block | ({} if index is None else {"index": index}),
+            )
+        return
+    for i, call in enumerate(_records(chunk.get("tool_calls"))):
+        block = {"type": "tool_call", "id": call.get("id") or "", "name": call.get("name") or ""}
+        yield ("call", i), block | {"args": call.get("args") or {}}
+    for i, bad in enumerate(_records(chunk.get("invalid_tool_calls"))):
+        block = {"type": "invalid_tool_call"} | {
+            k: bad[k] for k in ("id", "name", "args", "error") if bad.get(k) is not None
+        }
+        yield ("invalid", i), block
+
+
+def _records(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _skeleton(block: dict[str, Any]) -> dict[str, Any]:
+    """A block as its ``content-block-start`` carries it: no text or arguments yet."""
+    if block["type"] == "text":
+        return {"type": "text", "text": ""}
+    if block["type"] == "tool_call_chunk":
+        return block | {"args": ""}
+    if block["type"] == "tool_call":
+        return block | {"args": {}}
+    return {k: v for k, v in block.items() if k != "args"}
+
+
+def _delta(block: dict[str, Any]) -> dict[str, Any] | None:
+    """A chunk's new part of a block (``None``: it adds nothing to stream)."""
+    if block["type"] == "text":
+        return {"type": "text-delta", "text": block["text"]}
+    if block["type"] == "tool_call_chunk" and block["args"]:
+        return {"type": "tool-call-delta", "args": block["args"]}
+    return None
+
+
+def _finished(block: dict[str, Any]) -> dict[str, Any]:
+    """A block whole, as ``content-block-finish`` carries it: a tool call chunk's arguments
+    parsed from their JSON text (an ``invalid_tool_call`` when they are not JSON)."""
+    if block["type"] != "tool_call_chunk":
+        return block
+    ident, name, raw = block.get("id"), block.get("name"), block["args"] or "{}"
+    try:
+        args = json.loads(raw)
+    except ValueError:
+        error = "Failed to parse tool call arguments as JSON"
+        return {"type": "invalid_tool_call", "id": ident, "name": name, "args": raw} | {
+            "error": error
+        }
+    return {"type": "tool_call", "id": ident or "", "name": name or "", "args": args}
+
+
+def _grown(block: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """``block`` with a later chunk's part of it added."""
+    if block["type"] == "text":
+        return block | {"text": block["text"] + more["text"]}
+    if block["type"] == "tool_call_chunk":
+        named = {k: more[k] for k in ("id", "name") if more.get(k) is not None}
+        return block | named | {"args": block["args"] + more["args"]}
+    return more
+
+
+class _Message:
+    """A message being streamed: its namespace and its blocks by key, each with its index."""
+
+    def __init__(self, namespace: list[str]) -> None:
+        self.namespace = namespace
+        self.blocks: dict[Any, tuple[int, dict[str, Any]]] = {}
+
+
 class _Messages:
-    """The ``messages`` channel of one run: each message its chunks stream as
-    ``message-start``, a text block (``content-block-start``, a ``content-block-delta`` per
-    chunk, ``content-block-finish`` with the whole text) and ``message-finish``. A message
-    ends with its last chunk (``chunk_position: "last"``), at once when it comes whole (not
-    a chunk), or at the next step of its namespace or the run's end."""
+    """The ``messages`` channel of one run, as LangGraph's server streams a chat model's
+    messages: each message as ``message-start``, its content blocks (``content-block-start``,
+    a ``content-block-delta`` per chunk that adds to it, ``content-block-finish`` with the
+    block whole) and ``message-finish``. A block is the message's text (``text-delta``) or a
+    tool call (``tool-call-delta`` with its arguments' JSON text as the model writes it; whole,
+    a ``tool_call`` with the arguments parsed). A message ends with its last chunk
+    (``chunk_position: "last"``), at once when it comes whole (not a chunk: each block then
+    starts and finishes in turn), or at the next step of its namespace or the run's end. A tool
+    message is not sent here: its result is on the ``tools`` channel (:func:`_tool_message`)."""
 
     def __init__(self) -> None:
-        self.open: dict[str, tuple[list[str], str]] = {}
-        """The text so far and namespace of each message not ended, by id."""
+        self.open: dict[str, _Message] = {}
+        """The messages not ended, by id."""
 
     def part(self, namespace: list[str], data: Any) -> Iterator[tuple[list[str], Any]]:
         """The ``(namespace, data)`` events of one ``messages-tuple`` part."""
@@ -176,40 +285,82 @@ class _Messages:
         if not isinstance(chunk, dict) or not isinstance(chunk.get("id"), str):
             return
         ident, kind = chunk["id"], str(chunk.get("type", "ai"))
+        role = _ROLES.get(kind.removesuffix("MessageChunk").lower(), "ai")
+        streamed = kind.endswith("Chunk")
+        if role == "tool":
+            return
+        if ident in self.open and not streamed:  # the whole of a message its chunks streamed
+            yield from self._end(ident)
+            return
         if ident not in self.open:
-            role = _ROLES.get(kind.removesuffix("MessageChunk").lower(), "ai")
             yield namespace, {"event": "message-start", "role": role, "id": ident}
-            yield (
-                namespace,
-                {"event": "content-block-start", "index": 0}
-                | {"content": {"type": "text", "text": ""}},
-            )
-            self.open[ident] = (namespace, "")
-        text = _text(chunk.get("content"))
-        if text:
-            yield (
-                namespace,
-                {"event": "content-block-delta", "index": 0}
-                | {"delta": {"type": "text-delta", "text": text}},
-            )
-            self.open[ident] = (namespace, self.open[ident][1] + text)
-        if chunk.get("chunk_position") == "last" or not kind.endswith("Chunk"):
+            self.open[ident] = _Message(namespace)
+        message = self.open[ident]
+        for key, block in _blocks(chunk, streamed):
+            if key in message.blocks:
+                index, before = message.blocks[key]
+                message.blocks[key] = (index, _grown(before, block))
+            else:
+                index = len(message.blocks)
+                message.blocks[key] = (index, block)
+                start = {"event": "content-block-start", "index": index}
+                yield namespace, start | {"content": _skeleton(block)}
+            delta = _delta(block)
+            if delta is not None:
+                yield namespace, {"event": "content-block-delta", "index": index, "delta": delta}
+            if not streamed:
+                yield namespace, self._finish(index, block)
+        if not streamed:
+            message.blocks.clear()
+            yield from self._end(ident)
+        elif chunk.get("chunk_position") == "last":
             yield from self._end(ident)
 
     def close(self, namespace: list[str] | None = None) -> Iterator[tuple[list[str], Any]]:
         """End the messages of ``namespace`` (``None``: every one) not ended yet."""
-        for ident, (where, _) in list(self.open.items()):
-            if namespace is None or where == namespace:
+        for ident, message in list(self.open.items()):
+            if namespace is None or message.namespace == namespace:
                 yield from self._end(ident)
 
+    @staticmethod
+    def _finish(index: int, block: dict[str, Any]) -> dict[str, Any]:
+        return {"event": "content-block-finish", "index": index, "content": _finished(block)}
+
     def _end(self, ident: str) -> Iterator[tuple[list[str], Any]]:
-        namespace, text = self.open.pop(ident)
-        yield (
-            namespace,
-            {"event": "content-block-finish", "index": 0}
-            | {"content": {"type": "text", "text": text}},
-        )
-        yield namespace, {"event": "message-finish"}
+        message = self.open.pop(ident)
+        for index, block in message.blocks.values():
+            yield message.namespace, self._finish(index, block)
+        yield message.namespace, {"event": "message-finish"}
+
+
+def _tool_message(namespace: list[str], data: dict[str, Any]) -> Iterator[tuple[list[str], Any]]:
+    """A finished tool call's result as a ``tool`` message on the ``messages`` channel, in
+    the namespace ``[*namespace, "tools:CALL_ID"]``, as LangGraph's server mirrors it (its
+    text whole in one delta, carried as ``content``)."""
+    output = data.get("output")
+    if data.get("event") != "tool-finished" or not isinstance(output, dict):
+        return
+    call = data.get("tool_call_id")
+    call = call if isinstance(call, str) else output.get("tool_call_id")
+    call = call if isinstance(call, str) else None
+    ident = output.get("id") if isinstance(output.get("id"), str) and output["id"] else None
+    ident = ident or (f"tool-{call}" if call else None)
+    if ident is None:
+        return
+    content = output.get("content")
+    text = content if isinstance(content, str) else "" if content is None else None
+    text = json.dumps(content, separators=(",", ":"), default=str) if text is None else text
+    where = [*namespace, f"tools:{call}"] if call else namespace
+    start = {"event": "message-start", "role": "tool", "id": ident}
+    yield where, start | ({"tool_call_id": call} if call else {})
+    block = {"type": "text", "text": text}
+    yield (
+        where,
+        {"event": "content-block-start", "index": 0, "content": {"type": "text", "text": ""}},
+    )
+    yield where, {"event": "content-block-delta", "index": 0, "content": block}
+    yield where, {"event": "content-block-finish", "index": 0, "content": block}
+    yield where, {"event": "message-finish", "metadata": {}}
 
 
 class ThreadCommands:
@@ -250,7 +401,9 @@ class ThreadCommands:
         return self.app.json(answer | {"meta": {"applied_through_seq": 0}})
 
     async def _start(self, thread_id: str, body: dict[str, Any]) -> Run:
-        body |= {"stream_mode": list(_FEED_MODES), "stream_subgraphs": True}
+        assistant = self.app.assistants.get(str(body["assistant_id"]))
+        modes = [*_FEED_MODES, "tools"] if _streams_tools(assistant) else list(_FEED_MODES)
+        body |= {"stream_mode": modes, "stream_subgraphs": True}
         run, _ = await self.run_routes.start_run(body | {"if_not_exists": "create"}, thread_id)
         return run
 
@@ -370,6 +523,9 @@ class ThreadCommands:
                 told: list[tuple[str, list[str], Any]] = []
                 if mode == "messages-tuple":
                     told += [("messages", ns, d) for ns, d in messages.part(namespace, data)]
+                elif mode == "tools" and isinstance(data, dict):
+                    told.append(("tools", namespace, data))
+                    told += [("messages", ns, d) for ns, d in _tool_message(namespace, data)]
                 elif mode in ("values", "updates", "error"):  # a step ended
                     closed = messages.close(None if mode == "error" else namespace)
                     told += [("messages", ns, d) for ns, d in closed]

@@ -1,8 +1,10 @@
 """``client.threads.stream``, the langgraph-sdk's thread stream protocol (``POST
 /threads/{id}/commands`` and ``POST /threads/{id}/stream/events``), served for a LangGraph
 application and an aworld-graph workflow, with the real SDK client (issue 37): a run's
-output and events (its model's answer streamed on the messages channel), an interrupt answered with ``run.respond``, a thread stream opened on a
-thread that already ran, the API key, and bad input as a 422 naming the field."""
+output and events (its model's answer streamed on the messages channel), tool calls (their
+arguments as content blocks on ``messages``, their start, result or error on ``tools``), an
+interrupt answered with ``run.respond``, a thread stream opened on a thread that already ran,
+the API key, and bad input as a 422 naming the field."""
 
 # ruff: noqa: F811 (app_server's fixtures, imported here, are the tests' parameters)
 
@@ -18,11 +20,23 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from aworld_graph.checkpoint import TrajectorySaver
-from aworld_graph.server import create_app
-from tests.server.app_server import app_sdk, app_server, served  # noqa: F401 (fixtures)
+from aworld_graph.server import Assistant, create_app
+from tests.server import app_server as fixtures
+from tests.server.app_server import app_sdk, app_server  # noqa: F401 (fixtures)
 from tests.server.conftest import LiveServer
+from tests.server.langgraph_tool_app import tooled, untold
 
 USER = {"messages": [{"role": "user", "content": "hi there"}]}
+
+
+def served() -> list[Assistant]:
+    """The test servers' assistants, and ``tooled`` and ``untold`` (a LangGraph application
+    with a tool, with and without LangGraph's ``ToolCallTransformer``)."""
+    tools = [
+        Assistant.of(tooled, assistant_id="tooled"),
+        Assistant.of(untold, assistant_id="untold"),
+    ]
+    return [*fixtures.served(), *tools]
 
 
 async def _events(thread: Any, channels: list[str], until: str) -> list[Any]:
@@ -95,6 +109,147 @@ async def test_a_workflow_runs_on_a_thread_stream(app_sdk: Any) -> None:
     assert output["messages"][-1]["content"]
     state = await app_sdk.threads.get_state(thread.thread_id)
     assert output == state["values"]
+
+
+STARTED = {"args": "", "index": 0}
+"""What a tool call chunk's block starts with besides its id and name."""
+
+
+def _said(messages: Any) -> list[Any]:
+    return [(m["type"], m["content"]) for m in messages]
+
+
+async def _tool_run(client: Any, assistant: str, text: str) -> tuple[Any, list[Any], Any]:
+    """A run of ``assistant`` told ``text``: its output, its tools and messages events until
+    it completes, and its first tool call as the SDK's ``thread.tool_calls`` gives it (name,
+    input, and its output or the error it failed with)."""
+
+    async def first_call(thread: Any) -> Any:
+        handles = [handle async for handle in thread.tool_calls]  # until the run ends
+        if not handles:
+            return None
+        try:
+            return handles[0].name, handles[0].input, await handles[0].output
+        except Exception as exc:  # a tool-error fails its handle's output
+            return handles[0].name, handles[0].input, exc
+
+    async with client.threads.stream(assistant_id=assistant) as thread:
+        watch = asyncio.create_task(
+            _events(thread, ["tools", "messages", "lifecycle"], "completed")
+        )
+        call = asyncio.create_task(first_call(thread))
+        await thread.run.start(input={"messages": [{"role": "user", "content": text}]})
+        output = await thread.output.with_timeout(30)
+        seen = await asyncio.wait_for(watch, 30)
+        called = await asyncio.wait_for(call, 30)
+    return output, seen, called
+
+
+async def test_a_langgraph_tool_call_streams_on_the_tools_and_messages_channels(
+    app_sdk: Any,
+) -> None:
+    output, seen, called = await _tool_run(app_sdk, "tooled", "add 2 3")
+    assert _said(output["messages"])[1:] == [("ai", ""), ("tool", "5"), ("ai", "the tool said: 5")]
+    tools = [data for method, _, data in seen if method == "tools"]
+    assert tools[0] == {"event": "tool-started", "tool_call_id": "call-1", "tool_name": "add"} | {
+        "input": {"a": 2, "b": 3}
+    }
+    assert [t["event"] for t in tools] == ["tool-started", "tool-finished"]
+    result = tools[1]["output"]
+    assert (result["type"], result["content"], result["tool_call_id"]) == ("tool", "5", "call-1")
+    assert called == ("add", {"a": 2, "b": 3}, result)
+    root = [data for method, ns, data in seen if method == "messages" and not ns]
+    asked = output["messages"][1]["id"]
+    assert root[:6] == [
+        {"event": "message-start", "role": "ai", "id": asked},
+        {"event": "content-block-start", "index": 0}
+        | {"content": {"type": "tool_call_chunk", "id": "call-1", "name": "add"} | STARTED},
+        {"event": "content-block-delta", "index": 0}
+        | {"delta": {"type": "tool-call-delta", "args": '{"a": 2, '}},
+        {"event": "content-block-delta", "index": 0}
+        | {"delta": {"type": "tool-call-delta", "args": '"b": 3}'}},
+        {"event": "content-block-finish", "index": 0}
+        | {
+            "content": {
+                "type": "tool_call",
+                "id": "call-1",
+                "name": "add",
+                "args": {"a": 2, "b": 3},
+            }
+        },
+        {"event": "message-finish"},
+    ]
+    assert root[6]["event"] == "message-start" and root[-1] == {"event": "message-finish"}
+    mirrored = [(ns, data) for method, ns, data in seen if method == "messages" and ns]
+    assert {tuple(ns) for ns, _ in mirrored} == {("tools:call-1",)}
+    assert result["id"] is None  # the state's reducer names it later: the mirror names it
+    assert mirrored[0][1] == {"event": "message-start", "role": "tool"} | {
+        "id": "tool-call-1",
+        "tool_call_id": "call-1",
+    }
+    assert mirrored[3][1] == {"event": "content-block-finish", "index": 0} | {
+        "content": {"type": "text", "text": "5"}
+    }
+
+
+async def test_a_langgraph_tool_that_raises_is_a_tool_error(app_sdk: Any) -> None:
+    output, seen, called = await _tool_run(app_sdk, "tooled", "divide 1 0")
+    assert called[:2] == ("divide", {"a": 1, "b": 0})
+    assert "division by zero" in str(called[2])  # the SDK fails the call's output
+    tools = [data for method, _, data in seen if method == "tools"]
+    assert [t["event"] for t in tools] == ["tool-started", "tool-error"]
+    assert tools[1]["tool_call_id"] == "call-1"
+    assert "division by zero" in tools[1]["message"]
+    assert "division by zero" in output["messages"][2]["content"]  # the model read why
+
+
+async def test_a_langgraph_application_without_the_tool_transformer_sends_no_tools(
+    app_sdk: Any,
+) -> None:
+    """As LangGraph's server: the ``tools`` channel is an application's opt-in; its tool
+    call's arguments are still on ``messages``."""
+    output, seen, called = await _tool_run(app_sdk, "untold", "add 2 3")
+    assert output["messages"][-1]["content"] == "the tool said: 5"
+    assert called is None
+    assert [method for method, _, _ in seen if method == "tools"] == []
+    finished = [
+        d["content"] for m, _, d in seen if m == "messages" and d["event"] == "content-block-finish"
+    ]
+    assert {
+        "type": "tool_call",
+        "id": "call-1",
+        "name": "add",
+        "args": {"a": 2, "b": 3},
+    } in finished
+
+
+async def test_a_workflows_tool_call_streams_on_the_tools_and_messages_channels(
+    app_sdk: Any,
+) -> None:
+    output, seen, called = await _tool_run(app_sdk, "counter", "one two three")
+    assert output["messages"][-1]["content"] == "3 words"
+    asked = next(m for m in output["messages"] if m["type"] == "ai" and m.get("tool_calls"))
+    ident = asked["tool_calls"][0]["id"]
+    tools = [data for method, _, data in seen if method == "tools"]
+    assert tools[0] == {"event": "tool-started", "tool_call_id": ident} | {
+        "tool_name": "word_count",
+        "input": {"text": "one two three"},
+    }
+    assert tools[1]["event"] == "tool-finished" and tools[1]["tool_call_id"] == ident
+    result = next(m for m in output["messages"] if m["type"] == "tool")
+    assert (tools[1]["output"]["type"], tools[1]["output"]["content"]) == ("tool", "3")
+    assert tools[1]["output"]["id"] == result["id"]  # the id the thread's values give it
+    mirrored = [(ns, data) for method, ns, data in seen if method == "messages" and ns]
+    assert mirrored[0] == (
+        [f"tools:{ident}"],
+        {"event": "message-start", "role": "tool", "id": result["id"], "tool_call_id": ident},
+    )
+    assert called == ("word_count", {"text": "one two three"}, tools[1]["output"])
+    streamed = [data for method, ns, data in seen if method == "messages" and not ns]
+    finished = [d["content"] for d in streamed if d["event"] == "content-block-finish"]
+    call = {"type": "tool_call", "id": ident, "name": "word_count"}
+    assert call | {"args": {"text": "one two three"}} in finished
+    assert {"type": "text", "text": "3 words"} in finished
 
 
 async def test_a_stream_opened_on_a_thread_that_ran_replays_its_last_run(app_sdk: Any) -> None:

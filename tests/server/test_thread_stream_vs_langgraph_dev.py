@@ -2,18 +2,26 @@
 ``POST …/stream/events``) side by side with LangGraph's own server (``langgraph dev``), on the
 LangGraph project of :mod:`tests.server.langgraph_dev`, with the real ``langgraph-sdk`` client
 (issue 37): a run's output, its lifecycle and input events, its model's streamed message,
-and a person's answer to an interrupt."""
+a person's answer to an interrupt, and, on a project of its own
+(:mod:`tests.server.langgraph_tool_app`), a tool call: its arguments as content blocks on
+``messages`` and its start and result (or error) on ``tools``."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from tests.server import langgraph_tool_app
+from tests.server.langgraph_dev import Unavailable, aworld_serve, langgraph_dev, langgraph_dev_bin
 from tests.server.test_vs_langgraph_dev import Side, both, sides, user
 
-__all__ = ["sides"]  # the fixture: both servers on the same project
+__all__ = ["sides", "tool_sides"]  # the fixtures: both servers on the same project
 
 pytestmark = pytest.mark.slow
 
@@ -88,4 +96,94 @@ async def test_an_interrupt_answered_on_a_thread_stream_goes_on_alike(
 ) -> None:
     ours, peer = await both(sides, _review)
     assert peer["output"][1] == "approved"
+    assert ours == peer
+
+
+def _tool_project(folder: Path) -> Path:
+    """A ``langgraph.json`` in ``folder`` serving :mod:`tests.server.langgraph_tool_app`'s
+    ``tooled`` and ``untold`` (the module copied in as ``tool_graphs.py``)."""
+    (folder / "tool_graphs.py").write_text(Path(langgraph_tool_app.__file__).read_text())
+    graphs = {name: f"./tool_graphs.py:{name}" for name in ("tooled", "untold")}
+    config = folder / "langgraph.json"
+    config.write_text(json.dumps({"dependencies": ["."], "graphs": graphs}))
+    return config
+
+
+@pytest.fixture(scope="module")
+def tool_sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
+    """Both servers on the project of :func:`_tool_project`."""
+    try:
+        langgraph_dev_bin()
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    config = _tool_project(tmp_path_factory.mktemp("tools"))
+    with langgraph_dev(config) as peer, aworld_serve(config, config.parent / "ours.db") as ours:
+        yield {"peer": _side(peer.url), "ours": _side(ours.url)}
+
+
+def _side(url: str) -> Side:
+    found = httpx.post(f"{url}/assistants/search", json={"limit": 100}, timeout=30).json()
+    return Side(url, {a["assistant_id"]: a["graph_id"] for a in found})
+
+
+def _tool_scenario(text: str, assistant: str = "tooled") -> Any:
+    async def scenario(client: Any) -> dict[str, Any]:
+        """A run of ``tooled`` told ``text``: its output, its ``tools`` and ``messages``
+        events (every namespace) in order, and its tool call as ``thread.tool_calls`` has it."""
+        seen: list[Any] = []
+
+        async def watch(thread: Any) -> None:
+            async for event in thread.subscribe(["lifecycle", "tools", "messages"]):
+                params = event["params"]
+                if event["method"] != "lifecycle":
+                    seen.append([event["method"], params["namespace"], params["data"]])
+                elif params["data"]["event"] == "completed" and not params["namespace"]:
+                    return
+
+        async def first_call(thread: Any) -> Any:
+            handles = [handle async for handle in thread.tool_calls]  # until the run ends
+            if not handles:
+                return None
+            try:
+                return [handles[0].name, handles[0].input, await handles[0].output]
+            except Exception as exc:  # a tool-error fails its handle's output
+                return [handles[0].name, handles[0].input, type(exc).__name__, str(exc)]
+
+        async with client.threads.stream(assistant_id=assistant) as thread:
+            watching = asyncio.create_task(watch(thread))
+            calling = asyncio.create_task(first_call(thread))
+            await thread.run.start(input=user(text))
+            output = await thread.output.with_timeout(30)
+            await asyncio.wait_for(watching, 30)
+            called = await asyncio.wait_for(calling, 30)
+        return {"output": said(output), "events": seen, "called": called}
+
+    return scenario
+
+
+async def test_a_tool_call_streams_alike(tool_sides: dict[str, Side]) -> None:
+    ours, peer = await both(tool_sides, _tool_scenario("add 2 3"))
+    assert peer["output"][-1] == ["ai", "the tool said: 5"]
+    assert [e[2]["event"] for e in peer["events"] if e[0] == "tools"] == [
+        "tool-started",
+        "tool-finished",
+    ]
+    assert ours == peer
+
+
+async def test_a_tool_error_streams_alike(tool_sides: dict[str, Side]) -> None:
+    ours, peer = await both(tool_sides, _tool_scenario("divide 1 0"))
+    assert [e[2]["event"] for e in peer["events"] if e[0] == "tools"] == [
+        "tool-started",
+        "tool-error",
+    ]
+    assert ours == peer
+
+
+async def test_a_graph_without_the_tool_transformer_sends_no_tools_alike(
+    tool_sides: dict[str, Side],
+) -> None:
+    ours, peer = await both(tool_sides, _tool_scenario("add 2 3", "untold"))
+    assert peer["called"] is None
+    assert [e for e in peer["events"] if e[0] == "tools"] == []
     assert ours == peer
