@@ -129,14 +129,14 @@ def _known(names: Sequence[str], known: Sequence[str], code: str, problem: str) 
             raise ApiError(422, code, f"{said}; use any of {', '.join(known)}")
 
 
-def _modes(value: Any) -> list[str]:
+def _modes(value: Any, known: Sequence[str] = STREAM_MODES) -> list[str]:
     modes = [value] if isinstance(value, str) else list(value or ["values"])
-    bad = [m for m in modes if m not in STREAM_MODES]
+    bad = [m for m in modes if m not in known]
     if bad:
         raise ApiError(
             422,
             "invalid_stream_mode",
-            f"stream mode {bad[0]!r} is not served; use any of {', '.join(STREAM_MODES)}",
+            f"stream mode {bad[0]!r} is not served; use any of {', '.join(known)}",
         )
     return modes
 
@@ -181,10 +181,18 @@ class RunRoutes:
         return await self.start_run(await self.app.body(request), thread_id, streamed=streamed)
 
     async def start_run(
-        self, body: dict[str, Any], thread_id: str | None, *, streamed: bool = False
+        self,
+        body: dict[str, Any],
+        thread_id: str | None,
+        *,
+        streamed: bool = False,
+        tools: bool = False,
     ) -> tuple[Run, dict[str, Any]]:
         """Check a run's ``body`` as ``POST …/runs`` does and start it (or queue it) on
-        ``thread_id`` (``None``: the body's, or a stateless run); the run and the checked body."""
+        ``thread_id`` (``None``: the body's, or a stateless run); the run and the checked body.
+        ``tools``: its ``stream_mode`` may name ``tools`` too, the tool calls of the thread
+        stream's ``tools`` channel (not a stream mode of the runs routes, as in LangGraph's
+        server)."""
         validate(RunCreate, body)
         check_webhook(body.get("webhook"))
         check_run_options(body)
@@ -193,7 +201,9 @@ class RunRoutes:
         assistant = self.app.assistants.get(str(body.get("assistant_id") or ""))
         durability = durability_of(body, assistant.is_app)
         strict = bool(body.get("strict_resume"))
-        body["stream_mode"] = _modes(body.get("stream_mode"))
+        body["stream_mode"] = _modes(
+            body.get("stream_mode"), [*STREAM_MODES, "tools"] if tools else STREAM_MODES
+        )
         strategy = str(body.get("multitask_strategy") or "enqueue")  # LangGraph's default
         if strategy not in _STRATEGIES:
             raise ApiError(

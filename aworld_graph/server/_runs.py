@@ -78,7 +78,7 @@ log = logging.getLogger("aworld_graph.server")
 
 STREAM_MODES = (
     *("values", "updates", "messages", "messages-tuple", "custom", "checkpoints"),
-    *("tasks", "debug", "events", "tools"),
+    *("tasks", "debug", "events"),
 )
 """The stream modes a run produces."""
 
@@ -260,6 +260,9 @@ class _Sink:
         self.partial: dict[str, str] = {}
         self.ids: dict[str, str] = {}
         self.wants = {m: event_name(m, run.modes) is not None for m in _PARTS}
+        # tool calls only for a run that asked for them (a thread stream's): no runs route
+        # serves the mode
+        self.wants["tools"] &= "tools" in (run.modes or run.kwargs.get("stream_mode") or ())
         self.messages = MessageParts()  # a LangGraph application's messages stream
         self.app = run.assistant.is_app
         self.before: Any = []

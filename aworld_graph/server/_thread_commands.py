@@ -404,7 +404,8 @@ class ThreadCommands:
         assistant = self.app.assistants.get(str(body["assistant_id"]))
         modes = [*_FEED_MODES, "tools"] if _streams_tools(assistant) else list(_FEED_MODES)
         body |= {"stream_mode": modes, "stream_subgraphs": True}
-        run, _ = await self.run_routes.start_run(body | {"if_not_exists": "create"}, thread_id)
+        body |= {"if_not_exists": "create"}
+        run, _ = await self.run_routes.start_run(body, thread_id, tools="tools" in modes)
         return run
 
     async def _run_start(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -354,3 +354,18 @@ async def test_the_websocket_transport_is_refused_at_its_handshake(app_server: L
         async with connect(url):
             pass
     assert refused.value.response.status_code == 403
+
+
+async def test_tools_is_a_thread_stream_channel_not_a_runs_stream_mode(
+    app_server: LiveServer, app_sdk: Any
+) -> None:
+    """The runs routes refuse ``stream_mode="tools"`` (as LangGraph's server does), and a
+    workflow's run started there, joined in every mode, carries no tool events."""
+    thread = (await app_sdk.threads.create())["thread_id"]
+    body = {"assistant_id": "counter", "input": USER, "stream_mode": ["values", "tools"]}
+    refused = _post(app_server.url, f"/threads/{thread}/runs", body)
+    assert refused.status_code == 422
+    assert "'tools' is not served" in refused.json()["message"]
+    run = await app_sdk.runs.create(thread, "counter", input=USER)
+    parts = [p.event async for p in app_sdk.runs.join_stream(thread, run["run_id"])]
+    assert "values" in parts and "tools" not in parts

@@ -19,7 +19,7 @@ import pytest
 
 from tests.server import langgraph_tool_app
 from tests.server.langgraph_dev import Unavailable, aworld_serve, langgraph_dev, langgraph_dev_bin
-from tests.server.test_vs_langgraph_dev import Side, both, sides, user
+from tests.server.test_vs_langgraph_dev import Side, both, sides, status_of, user
 
 __all__ = ["sides", "tool_sides"]  # the fixtures: both servers on the same project
 
@@ -186,4 +186,23 @@ async def test_a_graph_without_the_tool_transformer_sends_no_tools_alike(
     ours, peer = await both(tool_sides, _tool_scenario("add 2 3", "untold"))
     assert peer["called"] is None
     assert [e for e in peer["events"] if e[0] == "tools"] == []
+    assert ours == peer
+
+
+async def _runs_tools(client: Any) -> list[Any]:
+    """``tools`` as a run's stream mode, which the runs routes do not serve: the status of
+    ``runs.stream`` and ``runs.create`` with it, and the thread's runs after."""
+    thread = (await client.threads.create())["thread_id"]
+
+    async def streamed() -> list[Any]:
+        parts = client.runs.stream(thread, "tooled", input=user("add 2 3"), stream_mode="tools")
+        return [part async for part in parts]
+
+    made = client.runs.create(thread, "tooled", input=user("add 2 3"), stream_mode=["tools"])
+    return [await status_of(streamed()), await status_of(made), await client.runs.list(thread)]
+
+
+async def test_tools_is_no_stream_mode_of_a_run_alike(tool_sides: dict[str, Side]) -> None:
+    ours, peer = await both(tool_sides, _runs_tools)
+    assert peer == [422, 422, []]
     assert ours == peer
