@@ -488,11 +488,11 @@ class ThreadCommands:
                 for run in fresh:
                     told.add(run.run_id)
                     async for event in self._run_events(run):
-                        method, namespace = event["method"], event["params"]["namespace"]
-                        if not wanted.wants(method, namespace):
-                            continue
+                        # every event is numbered, the filter applied after: a client that
+                        # widens its filter reconnects with since= the same numbers mean
                         seq += 1
-                        if seq > wanted.since:
+                        method, namespace = event["method"], event["params"]["namespace"]
+                        if wanted.wants(method, namespace) and seq > wanted.since:
                             yield sse(method, {**event, "seq": seq}, str(seq))
 
         headers = {"Cache-Control": "no-store"}

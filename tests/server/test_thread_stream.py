@@ -11,6 +11,7 @@ the API key, and bad input as a 422 naming the field."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
@@ -369,3 +370,43 @@ async def test_tools_is_a_thread_stream_channel_not_a_runs_stream_mode(
     run = await app_sdk.runs.create(thread, "counter", input=USER)
     parts = [p.event async for p in app_sdk.runs.join_stream(thread, run["run_id"])]
     assert "values" in parts and "tools" not in parts
+
+
+def _numbered(url: str, thread_id: str, body: dict[str, Any]) -> list[tuple[int, str]]:
+    """``(seq, method)`` of the events a raw ``stream/events`` connection sends until the
+    root lifecycle ``completed``."""
+    got: list[tuple[int, str]] = []
+    with httpx.stream(
+        "POST", f"{url}/threads/{thread_id}/stream/events", json=body, timeout=30
+    ) as answer:
+        for line in answer.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            event = json.loads(line.removeprefix("data:"))
+            got.append((event["seq"], event["method"]))
+            data, namespace = event["params"]["data"], event["params"]["namespace"]
+            if event["method"] == "lifecycle" and not namespace and data["event"] == "completed":
+                return got
+    return got
+
+
+async def test_every_event_is_numbered_whatever_a_connection_filters(
+    app_server: LiveServer, app_sdk: Any
+) -> None:
+    """``seq`` numbers every event of the thread, the filter applied after, so a client that
+    widens its channels reconnects with ``since=`` and gets what follows, no event twice."""
+    thread_id = (await app_sdk.threads.create())["thread_id"]
+    await app_sdk.runs.wait(thread_id, "chat", input=USER)
+    every = ["lifecycle", "values", "updates", "messages", "custom"]
+    whole = await asyncio.to_thread(_numbered, app_server.url, thread_id, {"channels": every})
+    numbers = [seq for seq, _ in whole]
+    assert numbers == sorted(set(numbers)) and len(whole) > 4
+    narrow = await asyncio.to_thread(
+        _numbered, app_server.url, thread_id, {"channels": ["lifecycle"]}
+    )
+    assert narrow == [(seq, method) for seq, method in whole if method == "lifecycle"]
+    since = whole[len(whole) // 2][0]
+    wider = await asyncio.to_thread(
+        _numbered, app_server.url, thread_id, {"channels": every, "since": since}
+    )
+    assert wider == [(seq, method) for seq, method in whole if seq > since]
