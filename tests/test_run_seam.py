@@ -21,6 +21,7 @@ from aworld_graph.run import (
     State,
     Token,
     ToolCall,
+    ToolStart,
     Update,
     as_source,
     built,
@@ -32,6 +33,7 @@ KINDS: dict[str, Any] = {
     "node_end": NodeEnd,
     "token": Token,
     "llm_call": LlmCall,
+    "tool_start": ToolStart,
     "tool_call": ToolCall,
     "handoff": Handoff,
     "answer": Answer,
@@ -75,7 +77,12 @@ async def test_a_run_reports_every_event_with_the_fields_its_type_declares(saver
         response = await run.drive(events=seen.append, states=True)
     assert response.answer == "the answer"
     kinds = [e["event"] for e in seen]
-    assert {"node_start", "node_end", "token", "llm_call", "tool_call", "handoff"} <= set(kinds)
+    assert {"node_start", "node_end", "token", "llm_call", "tool_start", "tool_call"} <= set(kinds)
+    assert "handoff" in kinds
+    started = [(e["tool"], e["tool_call_id"]) for e in seen if e["event"] == "tool_start"]
+    ended = [(e["tool"], e["tool_call_id"]) for e in seen if e["event"] == "tool_call"]
+    assert sorted(started) == sorted(ended) and len(ended) == 2  # note and the handoff
+    assert kinds.index("tool_start") < kinds.index("tool_call")
     assert {"answer", "update", "state"} <= set(kinds)
     for event in seen:
         _assert_typed(event)

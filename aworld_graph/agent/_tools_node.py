@@ -47,7 +47,9 @@ async def tools_step(
     turn = last.get("_turn") if last else None
     calls = list(last.get("tool_calls") or []) if last else []
     exclude: set[str | None] = {tc.get("id") for tc in calls}
-    done = await asyncio.gather(*(_tool_call(run, tc, messages, exclude, config) for tc in calls))
+    done = await asyncio.gather(
+        *(_tool_call(run, name, tc, messages, exclude, config) for tc in calls)
+    )
     results = [r.copy() for r in done]  # the task's own return value is saved as it was
     handoff: str | None = None
     for r in results:
@@ -78,6 +80,7 @@ async def tools_step(
                 "event": "tool_call",
                 "agent": name,
                 "tool": r["name"],
+                "tool_call_id": str(r["tool_call_id"] or ""),
                 "server": r["server"],
                 "arguments": r["arguments"],
                 "content": r["content"],
@@ -121,6 +124,7 @@ def _named_task(name: str) -> Callable[[Callable[_P, Awaitable[_T]]], _TaskFunct
 @_named_task(TOOL_CALL_TASK)
 async def _tool_call(
     run: RunCall,
+    agent: str,
     tc: dict[str, Any],
     messages: list[Message],
     exclude: set[str | None],
@@ -130,5 +134,16 @@ async def _tool_call(
 
     ``node_config`` is the tools node's config (its thread names delegated sub-runs). LangGraph
     fills parameters named ``config``, ``runtime``, ``store``, ``writer`` or ``previous`` itself,
-    so those names are not used here."""
+    so those names are not used here. A call whose saved result a resumed run reuses does not
+    run this body, so it tells of no start."""
+    fn = tc.get("function") or {}
+    emit(
+        {
+            "event": "tool_start",
+            "agent": agent,
+            "tool": str(fn.get("name") or ""),
+            "tool_call_id": str(tc.get("id") or ""),
+            "arguments": str(fn.get("arguments") or "{}"),
+        }
+    )
     return await run(tc, messages, exclude, node_config)

@@ -40,6 +40,7 @@ from .events import (
     StepEvent,
     Token,
     ToolCall,
+    ToolStart,
     Update,
 )
 
@@ -68,6 +69,7 @@ __all__ = [
     "StepEvent",
     "Token",
     "ToolCall",
+    "ToolStart",
     "Update",
     "as_source",
     "built",

@@ -5,7 +5,8 @@ server sends them as LangGraph ``custom`` stream parts, and ``json.dumps`` write
 types let a reader narrow on the tag (``if event["event"] == "token": event["text"]``).
 
 * :data:`AgentEvent` – what the agent runtime writes from inside a node (its LLM call, a
-  streamed token, a tool call, a handoff, its answer, an MCP server it goes on without);
+  streamed token, a tool call's start and end, a handoff, its answer, an MCP server it goes
+  on without);
 * :data:`RunEvent` – those, and each node's start and end, as :meth:`GraphRun.drive
   <aworld_graph.run.GraphRun.drive>` hands them to its sink;
 * :data:`StepEvent` – with ``states=True`` the sink also gets what each superstep wrote
@@ -47,6 +48,7 @@ __all__ = [
     "StepEvent",
     "Token",
     "ToolCall",
+    "ToolStart",
     "Update",
 ]
 
@@ -95,6 +97,21 @@ class LlmCall(TypedDict):
     """How long the call took."""
 
 
+class ToolStart(TypedDict):
+    """A tool call starts (a call whose saved result a resumed run reuses does not start
+    again: only its :class:`ToolCall` is told)."""
+
+    event: Literal["tool_start"]
+    agent: str
+    """The agent that called it."""
+    tool: str
+    """The tool's name as the model called it."""
+    tool_call_id: str
+    """The id the model gave the call."""
+    arguments: str
+    """The arguments, as the model wrote them (JSON text)."""
+
+
 class ToolCall(TypedDict):
     """A tool call ended."""
 
@@ -103,6 +120,8 @@ class ToolCall(TypedDict):
     """The agent that called it."""
     tool: str
     """The tool's name as the model called it."""
+    tool_call_id: str
+    """The id the model gave the call (its tool message answers that id)."""
     server: str | None
     """The MCP server it ran on, or ``None`` for a local tool."""
     arguments: str
@@ -208,7 +227,9 @@ class Custom(TypedDict):
     """The value written."""
 
 
-AgentEvent: TypeAlias = Token | LlmCall | ToolCall | Handoff | Answer | ServerUnavailable
+AgentEvent: TypeAlias = (
+    Token | LlmCall | ToolStart | ToolCall | Handoff | Answer | ServerUnavailable
+)
 """What the agent runtime writes from inside a node."""
 
 AppEvent: TypeAlias = Message | Custom

@@ -267,9 +267,8 @@ class _Sink:
         self.app = run.assistant.is_app
         self.before: Any = []
         """The state's messages as last streamed: what the next replies' ids follow from."""
-        self.calls: dict[str, list[dict[str, Any]]] = {}
-        """Each agent's tool calls its last model call asked for and no tool call has
-        answered yet: where a workflow's ``tool_call`` event finds its call's id."""
+        self.started: set[str] = set()
+        """The ids of the tool calls told as started and not yet as ended."""
         self.results: Counter[str] = Counter()
         """Each agent's tool results told since the state was last streamed."""
 
@@ -348,42 +347,43 @@ class _Sink:
             put("messages/complete", [{**complete, "type": "ai"}])
             self.partial.pop(agent, None)
             self.ids.pop(agent, None)
-            self.calls[agent] = [dict(c) for c in calls]
+        elif event["event"] == "tool_start":
+            self.started.add(event["tool_call_id"])
+            put("tools", _tool_started(event["tool_call_id"], event["tool"], event["arguments"]))
         elif event["event"] == "tool_call":
-            for data in self._tool_parts(event):
-                put("tools", data)
+            ident = event["tool_call_id"]
+            if ident not in self.started:  # its saved result was reused: it did not start again
+                put("tools", _tool_started(ident, event["tool"], event["arguments"]))
+            self.started.discard(ident)
+            put("tools", self._tool_ended(event))
 
-    def _tool_parts(self, event: ToolCall) -> list[dict[str, Any]]:
-        """A workflow's tool call as LangGraph streams one in the ``tools`` mode:
-        ``tool-started`` (its name and arguments), then ``tool-finished`` (a tool message)
-        or ``tool-error``. The library tells of a call once it ended, so both go at once;
-        the call's id is that of the model's call of the same tool and arguments."""
-        pending = self.calls.get(event["agent"], [])
-        same = [c for c in pending if c.get("name") == event["tool"]]
-        call = next((c for c in same if c.get("arguments") == event["arguments"]), None)
-        call = call or (same[0] if same else None)
-        if call is not None:
-            pending.remove(call)
-        ident = str(call["id"]) if call and call.get("id") else f"call-{uuid.uuid4().hex[:12]}"
-        try:
-            args = json.loads(event["arguments"] or "{}")
-        except ValueError:
-            args = event["arguments"]
-        agent = event["agent"]
+    def _tool_ended(self, event: ToolCall) -> dict[str, Any]:
+        """A workflow's tool call's end as LangGraph streams one in the ``tools`` mode: a
+        ``tool-finished`` with its tool message (the id the thread's values give it), or a
+        ``tool-error``."""
+        ident, agent = event["tool_call_id"], event["agent"]
         self.results[agent] += 1  # its message's id, as the thread's values name it
+        if event["is_error"]:
+            return {"event": "tool-error", "tool_call_id": ident, "message": event["content"]}
         before = self.before if isinstance(self.before, list) else []
         mine = [m for m in before if isinstance(m, dict) and m.get("_agent") == agent]
         number = sum(m.get("role") == "tool" for m in mine) + self.results[agent]
-        started = {"event": "tool-started", "tool_call_id": ident, "tool_name": event["tool"]}
-        ended: dict[str, Any]
-        if event["is_error"]:
-            ended = {"event": "tool-error", "tool_call_id": ident, "message": event["content"]}
-        else:
-            said = {"type": "tool", "name": event["tool"], "content": event["content"]}
-            output = said | {"id": f"tool-{agent}-{number}", "tool_call_id": ident}
-            output |= {"status": "success"}
-            ended = {"event": "tool-finished", "tool_call_id": ident, "output": output}
-        return [started | {"input": args}, ended]
+        said = {"type": "tool", "name": event["tool"], "content": event["content"]}
+        output = said | {"id": f"tool-{agent}-{number}", "tool_call_id": ident}
+        return {"event": "tool-finished", "tool_call_id": ident, "output": output | _SUCCESS}
+
+
+_SUCCESS = {"status": "success"}
+
+
+def _tool_started(ident: str, tool: str, arguments: str) -> dict[str, Any]:
+    """A ``tool-started`` part: the call's id, its tool and its arguments (parsed when they
+    are JSON, as the model wrote them when not)."""
+    try:
+        args: Any = json.loads(arguments or "{}")
+    except ValueError:
+        args = arguments
+    return {"event": "tool-started", "tool_call_id": ident, "tool_name": tool, "input": args}
 
 
 def _critic_event(node: str, record: dict[str, Any]) -> CriticScore:

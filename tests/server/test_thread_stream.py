@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any
 
 import httpx
@@ -20,8 +21,10 @@ from langgraph_sdk import get_client
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from aworld_graph import Agent
 from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.server import Assistant, create_app
+from aworld_graph.testing import FunctionModel, tool_call
 from tests.server import app_server as fixtures
 from tests.server.app_server import app_sdk, app_server  # noqa: F401 (fixtures)
 from tests.server.conftest import LiveServer
@@ -30,12 +33,35 @@ from tests.server.langgraph_tool_app import tooled, untold
 USER = {"messages": [{"role": "user", "content": "hi there"}]}
 
 
+HELD = threading.Event()
+"""Holds ``held``'s ``lookup`` tool until a test sets it."""
+
+
+async def lookup(word: str) -> str:
+    """Look a word up (waits for :data:`HELD`; fails for 'nothing')."""
+    await asyncio.to_thread(HELD.wait, 60)
+    if word == "nothing":
+        raise ValueError("no entry for 'nothing'")
+    return f"{word}: a word"
+
+
+def _lookup_first(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+    if messages[-1]["role"] != "tool":
+        return tool_call("lookup", {"word": messages[-1]["content"]}, id="call-look")
+    return f"found: {messages[-1]['content']}"
+
+
+_held = Agent(name="held", model=FunctionModel(_lookup_first), tools=[lookup])
+"""A workflow that looks its input up with a tool that waits for :data:`HELD`."""
+
+
 def served() -> list[Assistant]:
     """The test servers' assistants, and ``tooled`` and ``untold`` (a LangGraph application
     with a tool, with and without LangGraph's ``ToolCallTransformer``)."""
     tools = [
         Assistant.of(tooled, assistant_id="tooled"),
         Assistant.of(untold, assistant_id="untold"),
+        Assistant.of(_held, assistant_id="held"),
     ]
     return [*fixtures.served(), *tools]
 
@@ -251,6 +277,53 @@ async def test_a_workflows_tool_call_streams_on_the_tools_and_messages_channels(
     call = {"type": "tool_call", "id": ident, "name": "word_count"}
     assert call | {"args": {"text": "one two three"}} in finished
     assert {"type": "text", "text": "3 words"} in finished
+
+
+async def test_a_workflows_tool_call_is_told_started_while_it_runs(app_sdk: Any) -> None:
+    """``tool-started`` comes as the call starts, with the model's call id; its end follows
+    once the tool returns."""
+    HELD.clear()
+    async with app_sdk.threads.stream(assistant_id="held") as thread:
+        seen: list[Any] = []
+
+        async def watch() -> None:
+            async for event in thread.subscribe(["tools", "lifecycle"]):
+                seen.append(event["params"]["data"])
+                data = event["params"]["data"]
+                if event["method"] == "lifecycle" and data["event"] == "completed":
+                    if not event["params"]["namespace"]:
+                        return
+
+        watching = asyncio.create_task(watch())
+        await thread.run.start(input={"messages": [{"role": "user", "content": "apple"}]})
+        for _ in range(300):  # the tool waits: its start is told before it ends
+            if any(e.get("event") == "tool-started" for e in seen):
+                break
+            await asyncio.sleep(0.05)
+        told = [e for e in seen if str(e.get("event", "")).startswith("tool-")]
+        assert told == [
+            {"event": "tool-started", "tool_call_id": "call-look", "tool_name": "lookup"}
+            | {"input": {"word": "apple"}}
+        ]
+        HELD.set()
+        output = await thread.output.with_timeout(30)
+        await asyncio.wait_for(watching, 30)
+    assert output["messages"][-1]["content"] == "found: apple: a word"
+    ended = [e for e in seen if e.get("event") == "tool-finished"]
+    assert [e["tool_call_id"] for e in ended] == ["call-look"]
+    assert ended[0]["output"]["content"] == "apple: a word"
+
+
+async def test_a_workflows_failing_tool_is_a_tool_error(app_sdk: Any) -> None:
+    HELD.set()
+    output, seen, called = await _tool_run(app_sdk, "held", "nothing")
+    tools = [data for method, _, data in seen if method == "tools"]
+    assert [t["event"] for t in tools] == ["tool-started", "tool-error"]
+    assert tools[1]["tool_call_id"] == "call-look"
+    assert "no entry for 'nothing'" in tools[1]["message"]
+    assert called[:2] == ("lookup", {"word": "nothing"})
+    assert "no entry for 'nothing'" in str(called[2])  # the SDK fails the call's output
+    assert "no entry for 'nothing'" in output["messages"][-1]["content"]  # the model read it
 
 
 async def test_a_stream_opened_on_a_thread_that_ran_replays_its_last_run(app_sdk: Any) -> None:
