@@ -19,6 +19,12 @@ and the person's answer is sent as the next message on the same remote task (A2A
 task and context ids; LangGraph: a run on the same thread that resumes it), which then goes on.
 Each answer is sent by a checkpointed task too, under an id derived from the node's and the
 answer's number, so a resumed node replays the answers it sent instead of sending them again.
+Each wait for the remote (its answer or its next question) is a checkpointed task as well: a
+node resumed after a crash that lost what sending an answer returned replays the question it
+answered, not the remote's next one, and, for A2A, looks at the remote task before it sends
+the answer again: a task that no longer waits on that question took it, and nothing is sent
+(a server that keeps message ids, as ``aworld-graph serve`` does, would also take the same
+message id as the same message).
 
 An A2A task is followed by subscribing to it (``SubscribeToTask``) when the agent's card says it
 streams, else by polling ``GetTask`` every ``poll_interval`` seconds.
@@ -148,14 +154,15 @@ class RemoteAgent(Node):
         try:
             async with asyncio.timeout(self.timeout):
                 sent = await _send(self, text, ident)  # saved before the wait: a resume joins it
-                while isinstance(answer := await self._answer(sent), _Asked):
+                while "prompt" in (got := await _wait(self, sent)):
                     # the remote waits for a person: this run's own human step
                     value = interrupt(
-                        {"node": self.name, "prompt": answer.prompt, "answer": state.get("answer")}
+                        {"node": self.name, "prompt": got["prompt"], "answer": state.get("answer")}
                     )
                     replies.append(value if isinstance(value, str) else json.dumps(value))
                     again = str(uuid.uuid5(_IDS, f"{seed}|{len(replies)}"))
-                    sent = await _reply(self, sent, replies[-1], again, answer.mark)
+                    sent = await _reply(self, sent, replies[-1], again, got["mark"])
+                answer = got["answer"]
         except TimeoutError:
             where = f"remote {_named(sent)}" if sent else "sending it did not finish"
             raise self._failure(
@@ -223,6 +230,15 @@ class RemoteAgent(Node):
             raise self._failure(
                 f"sending the answer to {_named(sent)} failed: {_said(exc)}"
             ) from None
+
+    async def wait(self, sent: dict[str, Any]) -> dict[str, str]:
+        """Wait for the remote task ``sent`` names to end or to ask for input: its answer
+        (``{"answer": ...}``) or its question (``{"prompt": ..., "mark": ...}``, ``mark``
+        naming this waiting, to be passed to :meth:`reply`)."""
+        answer = await self._answer(sent)
+        if isinstance(answer, _Asked):
+            return {"prompt": answer.prompt, "mark": answer.mark}
+        return {"answer": answer}
 
     async def _answer(self, sent: dict[str, Any]) -> str | _Asked:
         if "answer" in sent:  # an A2A agent that answered with a message, not a task
@@ -321,9 +337,11 @@ class RemoteAgent(Node):
     ) -> dict[str, Any]:
         """Send ``text`` as message ``ident``: a new task in context ``ident`` (a server can
         tell a message sent again by its id in its context), or, with ``on``, the next
-        message of that task, answering its waiting ``mark``."""
+        message of that task, answering its waiting ``mark`` – unless the task waits on
+        ``mark`` no more: then the answer was sent before a crash lost what sending it
+        returned, and it is not sent again."""
         from a2a.helpers import get_message_text, new_text_message
-        from a2a.types import Role, SendMessageRequest
+        from a2a.types import GetTaskRequest, Role, SendMessageRequest
 
         message = new_text_message(text, role=Role.ROLE_USER)
         message.message_id = ident
@@ -333,6 +351,15 @@ class RemoteAgent(Node):
         async with self._http() as http:
             client, _ = await self._a2a(http)
             try:
+                if on:
+                    found = await client.get_task(GetTaskRequest(id=on["task_id"]))
+                    waits = self._outcome(found.id, found.status, None)
+                    if not (isinstance(waits, _Asked) and waits.mark == mark):
+                        return {
+                            "task_id": found.id,
+                            "context_id": found.context_id,
+                            "answered": mark,
+                        }
                 async for event in client.send_message(SendMessageRequest(message=message)):
                     if event.HasField("task"):
                         found = {"task_id": event.task.id, "context_id": event.task.context_id}
@@ -470,6 +497,15 @@ async def _send(agent: RemoteAgent, text: str, ident: str) -> dict[str, Any]:
     """Send ``text`` to ``agent``: a LangGraph task, so the ids it answers are saved in the
     checkpoint as soon as it returns (a resumed node reads them back instead of sending)."""
     return await agent.start(text, ident)
+
+
+@_named_task(TOOL_CALL_TASK)
+async def _wait(agent: RemoteAgent, sent: dict[str, Any]) -> dict[str, str]:
+    """Wait for the remote task's answer or question: a LangGraph task, so a question is
+    saved before the run stops for the person, and a node resumed after a crash that lost
+    the sending of the answer replays that question (and sends the answer to it), not the
+    remote's next one."""
+    return await agent.wait(sent)
 
 
 @_named_task(TOOL_CALL_TASK)
