@@ -213,6 +213,8 @@ class RunRoutes:
         steering = steers(command)  # update/goto: LangGraph's Command(update=, goto=)
         if steering:
             check_steering(assistant, command)
+        if command and body.get("input") == {}:  # the JS SDK's useStream: submit({}, {command})
+            body["input"] = None  # no input, as LangGraph's server runs the command alone
         text = assistant.run_input(body)  # its input's text; config and context checked
         has_resume = "resume" in command
         if (has_resume or steering) and text is not None:

@@ -2,10 +2,13 @@
 Vite app, ``tests/js/agent_chat_ui.sh``, once into ``.cache/``), served from loopback and
 pointed at the server (allowed with ``cors_origins``), driven in headless Chromium: a
 person's message, the tool call and its result, the answer streamed token by token (seen
-half-way, while the model holds), the human step the workflow stops at, and, after a
-person's reply, the thread read back as the conversation it was.
+half-way, while the model holds), the human step the workflow stops at as the UI's form (the
+interrupt follows LangGraph's agent-inbox schema), the person's reply typed and sent in that
+form, the workflow's answer that follows, and the thread read back as the conversation it was.
+Without the UI: what the form sends for each kind of answer, and one it cannot read.
 
-Skips only when npm cannot reach its registry to build the UI (or Chromium is missing)."""
+The UI test skips only when npm cannot reach its registry to build the UI (or Chromium is
+missing)."""
 
 from __future__ import annotations
 
@@ -25,11 +28,12 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
-from aworld_graph import Agent, Human, Swarm
+from aworld_graph import Agent, Human, Runners, Swarm
 from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.model import ModelResponse, TokenCallback
 from aworld_graph.server import Assistant, create_app
 from aworld_graph.testing import FunctionModel, tool_call
+from tests.server import apps
 from tests.server.apps import word_count
 from tests.server.conftest import LiveServer
 from tests.viz.chromium import Chromium, need_tool
@@ -42,6 +46,7 @@ HOLD = threading.Event()
 """Holds the answer's stream half-way until a test sets it."""
 
 ANSWER = "The text has 4 words, counted with the word_count tool."
+REPLY = "approve, and publish it"
 
 
 class HeldStream(FunctionModel):
@@ -158,23 +163,109 @@ async def test_the_agent_chat_ui_renders_a_workflow_run(
             browser, lambda s: ANSWER in s and "Approve the count?" in s, "the human step"
         )
         assert shown.count("count: one two three four") == 1
+        assert "Respond to assistant" in shown and "Accept" in shown  # its form, not JSON
+        assert "allow_respond" not in shown  # the generic view lists the value's keys
         await browser.screenshot(tmp_path / "asked.png")
+
+        # the person answers in the form: types a reply and sends it
+        await browser.click('textarea[placeholder="Your response here..."]')
+        await browser.send("Input.insertText", text=REPLY)
+        await browser.js(
+            "[...document.querySelectorAll('button')].find(b => b.textContent.trim() =="
+            " 'Send Response').setAttribute('data-reply', 'send')"
+        )
+        await browser.click("button[data-reply=send]")
+        await _until(browser, lambda s: "Published the count." in s, "the workflow's answer")
 
         href = str(await browser.js("location.href"))
         thread = href.split("threadId=", 1)[1].split("&", 1)[0]
         client = get_client(url=api_server.url, api_key=None)
-        try:  # a person answers the human step (the UI's generic view shows it, read-only)
-            done = await client.runs.wait(thread, "reviewed", command={"resume": "approve"})
+        try:
+            done = (await client.threads.get_state(thread))["values"]
         finally:
             await client.aclose()
-        assert done["answer"] == "Published the count."
+        assert isinstance(done, dict) and done["answer"] == "Published the count."
+        assert done["context"]["review"] == REPLY  # recorded as a plain reply is
+        assert [r["content"] for r in done["trace"] if r["kind"] == "human"] == [REPLY]
         await browser.send("Page.reload")
         shown = await _until(browser, lambda s: "Published the count." in s, "the reply")
         assert "Thread History" in shown  # its list of threads names this one by its message
         shown = shown.split("New thread", 1)[1]  # the conversation
         assert shown.count("count: one two three four") == 1
-        assert "approve" in shown.split(ANSWER, 1)[1]  # the person's reply, after the answer
+        assert REPLY in shown.split(ANSWER, 1)[1]  # the person's reply, after the answer
         assert "Results from earlier steps" not in shown  # no prompt the workflow wrote
         await browser.screenshot(tmp_path / "done.png")
     origins = (ui_server.url, api_server.url, "data:", "blob:")
     assert all(url.startswith(origins) for url in browser.requests), json.dumps(browser.requests)
+
+
+PLAN = {"input": "plan the offsite"}
+
+
+async def test_the_uis_answers_to_a_human_step_are_kept_as_replies(server: LiveServer) -> None:
+    """The request the UI sends when a person answers (``input: {}`` with the command's
+    agent-inbox answer): ``accept`` is kept as ``"approve"``; an answer the step cannot read
+    is asked again, the interrupt's ``error`` naming the field, and is kept in the trace with
+    that error once the person answers well."""
+    sdk = get_client(url=server.url, api_key=None)
+    try:
+        thread = (await sdk.threads.create())["thread_id"]
+        asked = (await sdk.runs.wait(thread, "approval", input=PLAN))["__interrupt__"][0]["value"]
+        assert {k: asked[k] for k in ("node", "prompt", "answer")} == {
+            "node": "approval",
+            "prompt": "Approve the plan?",
+            "answer": "plan: three steps",
+        }
+        assert asked["action_request"] == {
+            "action": "Approve the plan?",
+            "args": {"answer": "plan: three steps"},
+        }
+        assert asked["config"] == {
+            "allow_respond": True,
+            "allow_accept": True,
+            "allow_edit": False,
+            "allow_ignore": False,
+        }
+        wrong = [{"type": "approve", "args": None}]
+        again = await sdk.runs.wait(thread, "approval", input={}, command={"resume": wrong})
+        error = again["__interrupt__"][0]["value"]["error"]
+        assert "[0].type 'approve'" in error and "'accept'" in error, error
+        assert again["__interrupt__"][0]["value"]["prompt"] == "Approve the plan?"
+        assert (await sdk.threads.get(thread))["status"] == "interrupted"
+        accept = [{"type": "accept", "args": None}]
+        done = await sdk.runs.wait(thread, "approval", input={}, command={"resume": accept})
+    finally:
+        await sdk.aclose()
+    assert isinstance(done, dict) and done["answer"] == "published the plan"
+    assert done["context"]["approval"] == "approve"
+    humans = [r for r in done["trace"] if r["kind"] == "human"]
+    assert [(json.loads(r["content"]) if r.get("error") else r["content"]) for r in humans] == [
+        wrong,
+        "approve",
+    ]
+    assert humans[0]["error"] == error and "error" not in humans[1]
+
+
+@pytest.mark.parametrize(
+    ("answer", "kept"),
+    [
+        ([{"type": "response", "args": "add a fourth step"}], "add a fourth step"),
+        (
+            [{"type": "edit", "args": {"action": "x", "args": {"answer": "plan: four"}}}],
+            "plan: four",
+        ),
+        ([{"type": "ignore", "args": None}], "ignore"),
+        ("approve", "approve"),  # a plain value, as before
+    ],
+)
+async def test_each_agent_inbox_answer_is_kept_as_its_text(
+    answer: Any, kept: str, store: TrajectorySaver
+) -> None:
+    asked = await Runners.run("plan the offsite", swarm=apps.approval, checkpointer=store)
+    assert asked.status == "interrupted"
+    done = await Runners.resume(asked.id, swarm=apps.approval, value=answer, checkpointer=store)
+    assert done.success, done.msg
+    assert done.state["context"]["approval"] == kept
+    said = [m["content"] for m in done.state["messages"] if m.get("_agent") == "approval"]
+    assert said == [kept]  # the person's message
+    assert done.answer == ("published the plan" if kept == "approve" else "revised the plan")
