@@ -1,6 +1,7 @@
 """What every request passes before a route sees it: a ``Host`` this server answers to (DNS
 rebinding), a body sent as JSON (a browser then asks before it sends one across sites), and,
-on routes that change state, a request from this server's own pages or an allowed origin.
+on routes that change state and WebSocket handshakes, a request from this server's own pages or
+an allowed origin.
 
 A browser on this machine reaches a loopback server as any other program does; these checks
 keep a page elsewhere from running workflows or reading threads through it.
@@ -13,6 +14,7 @@ from collections.abc import Iterable
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocketClose
 
 __all__ = ["LOOPBACK_HOSTS", "RequestGuard", "host_name"]
 
@@ -44,8 +46,13 @@ class RequestGuard:
         self.origins = frozenset(o.rstrip("/").lower() for o in cors_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] in ("http", "websocket"):
             refused = self.refusal(scope)
+            if refused is not None and scope["type"] == "websocket":
+                # a browser opens a WebSocket across sites without asking first: the
+                # handshake is refused (a 403) as a request that changes state would be
+                await WebSocketClose(1008)(scope, receive, send)
+                return
             if refused is not None:
                 status, code, message = refused
                 await JSONResponse({"code": code, "message": message}, status)(scope, receive, send)
@@ -64,8 +71,11 @@ class RequestGuard:
                 "to this machine); reach the server as 127.0.0.1 or localhost, or start it "
                 "with --allowed-host NAME",
             )
-        if scope["method"] in _CHANGES:
-            refused = self._cross_site(headers, f"{scope.get('scheme', 'http')}://{host}")
+        # a WebSocket (its handshake a GET) carries commands that change state
+        if scope.get("method") in _CHANGES or scope["type"] == "websocket":
+            scheme = scope.get("scheme", "http")
+            scheme = {"ws": "http", "wss": "https"}.get(scheme, scheme)  # the page's origin
+            refused = self._cross_site(headers, f"{scheme}://{host}")
             if refused is not None:
                 return refused
         if _has_body(headers) and not _is_json(headers.get("content-type", "")):

@@ -10,18 +10,20 @@ checked by :mod:`._input`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from ..secrets import register_secret
 from ._a2a import A2ARoutes, is_card
@@ -40,6 +42,7 @@ from ._runs import RunManager
 from ._store_routes import StoreRoutes
 from ._thread_commands import ThreadCommands
 from ._thread_routes import ThreadRoutes
+from ._thread_socket import ThreadSocket
 from ._threads import Threads
 from ._wire import ApiError, dumps
 
@@ -57,7 +60,7 @@ def _open(path: str) -> bool:
     return path in OPEN_PATHS or is_card(path)
 
 
-def _key_of(request: Request) -> str | None:
+def _key_of(request: HTTPConnection) -> str | None:
     key = request.headers.get("x-api-key")
     if key:
         return key
@@ -99,6 +102,7 @@ class ServerApp:
         run = self.run_routes = RunRoutes(self)
         page = PageRoutes(self)
         self.mcp = McpTools(self, run)
+        commands = ThreadCommands(self, run)
         get = ["GET"]
         table: Rows = [
             ("/ok", self.ok, get),
@@ -108,13 +112,17 @@ class ServerApp:
             *AssistantRoutes(self).rows(),
             *ThreadRoutes(self).rows(),
             *run.rows(),
-            *ThreadCommands(self, run).rows(),
+            *commands.rows(),
             *A2ARoutes(self, run.check, api_key=bool(self.api_key)).rows(),
             *self.mcp.rows(),
             *StoreRoutes(self, self.store).rows(),
             *CronRoutes(self, crons, self.crons).rows(),
         ]
-        routes = [Route(path, self._guard(fn), methods=m) for path, fn, m in table]
+        routes: list[BaseRoute] = [Route(path, self._guard(fn), methods=m) for path, fn, m in table]
+        socket = ThreadSocket(commands, max_frame=max_body)
+        routes.append(
+            WebSocketRoute("/threads/{thread_id:str}/stream/events", self._guard_socket(socket))
+        )
         middleware = [
             Middleware(
                 RequestGuard, allowed_hosts=allowed_hosts or (), cors_origins=cors_origins or ()
@@ -167,7 +175,28 @@ class ServerApp:
 
         return guarded
 
-    def _check_key(self, request: Request) -> None:
+    def _guard_socket(self, socket: ThreadSocket) -> Callable[[WebSocket], Awaitable[None]]:
+        """``socket``'s handler behind the checks every route has: without the API key (or
+        with a malformed thread id) the handshake is refused, a 403 that says nothing more."""
+
+        async def guarded(websocket: WebSocket) -> None:
+            try:
+                self._check_key(websocket)
+                for name, value in websocket.path_params.items():
+                    check_id(name, value)
+            except ApiError:
+                await websocket.close(1008)
+                return
+            try:
+                await socket.serve(websocket)
+            except Exception:  # the traceback to the log; the client sees the socket close
+                log.exception("WebSocket %s failed", websocket.url.path)
+                with contextlib.suppress(RuntimeError, OSError):
+                    await websocket.close(1011)
+
+        return guarded
+
+    def _check_key(self, request: HTTPConnection) -> None:
         """A 401 unless the request may pass: it has the API key, none is set, or its path
         answers without one."""
         if self.api_key and not _open(request.url.path):

@@ -24,7 +24,9 @@ filtered event stream over one thread, as LangGraph's server serves them.
 
 The runs are the server's own (:class:`~._run_routes.RunRoutes` starts them, with every
 check a run of ``POST /threads/{id}/runs`` has); a malformed command or body is a 422 naming
-the field.
+the field. The WebSocket at ``…/stream/events`` (:mod:`._thread_socket`) serves the same
+commands (:meth:`ThreadCommands.run`) and events (:meth:`ThreadCommands.thread_events`), and
+its own subscription commands, which HTTP refuses.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from ._run_routes import RunRoutes
 from ._runs import Run
 from ._wire import ApiError, sse
 
-__all__ = ["ThreadCommands"]
+__all__ = ["COMMANDS", "Filter", "ThreadCommands", "parse_command"]
 
 CHANNELS = (
     *("values", "updates", "checkpoints", "tasks", "custom", "lifecycle", "input"),
@@ -100,33 +102,41 @@ def _namespace(value: Any, field: str) -> list[str]:
     return list(value)
 
 
-class _Filter:
-    """What one event stream asks for (its body, checked)."""
+class Filter:
+    """What one event stream, or one subscription of a WebSocket, asks for."""
 
-    def __init__(self, body: dict[str, Any]) -> None:
-        _unknown(body, _STREAM_FIELDS, "body")
+    def __init__(
+        self, body: dict[str, Any], where: str = "body", known: frozenset[str] = _STREAM_FIELDS
+    ) -> None:
+        """``body`` checked: a stream request's body (its fields named as they are) or a
+        command's ``params`` (``where="params"``: named ``params.FIELD``), with the fields
+        ``known``."""
+        _unknown(body, known, where)
+        at = "" if where == "body" else f"{where}."
         channels = body.get("channels")
         if not isinstance(channels, list) or not channels:
-            raise _bad("channels", f"must be a non-empty list of {', '.join(CHANNELS)}")
+            raise _bad(f"{at}channels", f"must be a non-empty list of {', '.join(CHANNELS)}")
         for channel in channels:
             if not isinstance(channel, str) or not (
                 channel in CHANNELS or channel.startswith("custom:")
             ):
-                raise _bad("channels", f"{ascii(channel)[:60]} is not one of {', '.join(CHANNELS)}")
+                raise _bad(
+                    f"{at}channels", f"{ascii(channel)[:60]} is not one of {', '.join(CHANNELS)}"
+                )
         self.channels = {c.partition(":")[0] for c in channels}
         namespaces = body.get("namespaces")
         if namespaces is not None and not isinstance(namespaces, list):
-            raise _bad("namespaces", "must be a list of namespaces (lists of strings)")
+            raise _bad(f"{at}namespaces", "must be a list of namespaces (lists of strings)")
         self.namespaces = (
             None
             if namespaces is None
-            else [_namespace(ns, f"namespaces[{i}]") for i, ns in enumerate(namespaces)]
+            else [_namespace(ns, f"{at}namespaces[{i}]") for i, ns in enumerate(namespaces)]
         )
         depth, since = body.get("depth"), body.get("since")
         if depth is not None and not (_whole(depth) and depth >= 0):
-            raise _bad("depth", "must be a whole number >= 0 (how far below the namespaces)")
+            raise _bad(f"{at}depth", "must be a whole number >= 0 (how far below the namespaces)")
         if since is not None and not (_whole(since) and since >= 0):
-            raise _bad("since", "must be a whole number >= 0 (the last seq the client has)")
+            raise _bad(f"{at}since", "must be a whole number >= 0 (the last seq the client has)")
         self.depth: int | None = depth
         self.since: int = since or 0
 
@@ -363,8 +373,29 @@ def _tool_message(namespace: list[str], data: dict[str, Any]) -> Iterator[tuple[
     yield where, {"event": "message-finish", "metadata": {}}
 
 
+COMMANDS = ("run.start", "input.respond")
+"""The commands both transports serve (a WebSocket also serves its subscriptions')."""
+
+
+def parse_command(body: Any) -> tuple[int, str, dict[str, Any]]:
+    """A command's ``(id, method, params)``, checked (a 422 naming the field)."""
+    if not isinstance(body, dict):
+        raise _bad("body", "a command is a JSON object {id, method, params}")
+    _unknown(body, frozenset({"id", "method", "params"}), "body")
+    ident, method, params = body.get("id"), body.get("method"), body.get("params", {})
+    if not isinstance(ident, int) or isinstance(ident, bool):
+        raise _bad("id", "must be a whole number (the command's id, echoed in its answer)")
+    if not isinstance(method, str) or not method:
+        raise _bad("method", "required: the command's name, such as run.start")
+    if not isinstance(params, dict):
+        raise _bad("params", "must be an object")
+    return ident, method, params
+
+
 class ThreadCommands:
-    """Handlers for ``/threads/{thread_id}/commands`` and ``…/stream/events``."""
+    """Handlers for ``/threads/{thread_id}/commands`` and ``…/stream/events``, and what the
+    WebSocket of :mod:`._thread_socket` shares with them: the commands (:meth:`run`) and the
+    thread's events (:meth:`thread_events`)."""
 
     def __init__(self, app: App, run_routes: RunRoutes) -> None:
         self.app = app
@@ -381,24 +412,24 @@ class ThreadCommands:
 
     async def command(self, request: Request) -> Response:
         thread_id = request.path_params["thread_id"]
-        body = await self.app.body(request)
-        _unknown(body, frozenset({"id", "method", "params"}), "body")
-        ident, method, params = body.get("id"), body.get("method"), body.get("params", {})
-        if not _whole(ident):
-            raise _bad("id", "must be a whole number (the command's id, echoed in its answer)")
-        if not isinstance(params, dict):
-            raise _bad("params", "must be an object")
-        if method == "run.start":
-            result = await self._run_start(thread_id, params)
-        elif method == "input.respond":
-            result = await self._respond(thread_id, params)
-        else:
+        ident, method, params = parse_command(await self.app.body(request))
+        if method not in COMMANDS:
             raise _bad(
                 "method",
-                f"{ascii(method)[:60]} is not served over HTTP; send run.start or input.respond",
+                f"{ascii(method)[:60]} is not served over HTTP; send run.start or input.respond "
+                "(subscription.subscribe, subscription.unsubscribe, subscription.reconnect and "
+                "agent.getTree are served on the thread's WebSocket, GET "
+                f"/threads/{thread_id}/stream/events: transport='websocket')",
             )
+        result = await self.run(thread_id, method, params)
         answer = {"type": "success", "id": ident, "result": result}
         return self.app.json(answer | {"meta": {"applied_through_seq": 0}})
+
+    async def run(self, thread_id: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The result of the command ``method`` (one of :data:`COMMANDS`) on the thread."""
+        if method == "run.start":
+            return await self._run_start(thread_id, params)
+        return await self._respond(thread_id, params)
 
     async def _start(self, thread_id: str, body: dict[str, Any]) -> Run:
         assistant = self.app.assistants.get(str(body["assistant_id"]))
@@ -466,37 +497,51 @@ class ThreadCommands:
 
     async def events(self, request: Request) -> Response:
         thread_id = request.path_params["thread_id"]
-        wanted = _Filter(await self.app.body(request))
+        wanted = Filter(await self.app.body(request))
         if not await self.app.threads.exists(thread_id):
             raise self.app.threads.not_found(thread_id)
-        runs = self.app.runs
-        held = runs.of(thread_id)
-        going = [r for r in held if not r.done.is_set()]
-        first = going[0] if going else (held[-1] if held else None)
-        told = {r.run_id for r in held[: held.index(first)]} if first else {r.run_id for r in held}
+        told = self.runs_told(thread_id)
 
         async def stream() -> AsyncIterator[bytes]:
-            seq = 0
-            while True:
-                launched = runs.launched
-                fresh = [r for r in runs.of(thread_id) if r.run_id not in told]
-                if not fresh:
-                    if runs.closing:
-                        return
-                    await launched.wait()
-                    continue
-                for run in fresh:
-                    told.add(run.run_id)
-                    async for event in self._run_events(run):
-                        # every event is numbered, the filter applied after: a client that
-                        # widens its filter reconnects with since= the same numbers mean
-                        seq += 1
-                        method, namespace = event["method"], event["params"]["namespace"]
-                        if wanted.wants(method, namespace) and seq > wanted.since:
-                            yield sse(method, {**event, "seq": seq}, str(seq))
+            async for _, event in self.thread_events(thread_id, told):
+                seq = event["seq"]
+                method, namespace = event["method"], event["params"]["namespace"]
+                if wanted.wants(method, namespace) and seq > wanted.since:
+                    yield sse(method, event, str(seq))
 
         headers = {"Cache-Control": "no-store"}
         return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+    def runs_told(self, thread_id: str) -> set[str]:
+        """The runs of the thread a stream opened now leaves out: those before the runs
+        going (before the last one when none is going)."""
+        held = self.app.runs.of(thread_id)
+        going = [r for r in held if not r.done.is_set()]
+        first = going[0] if going else (held[-1] if held else None)
+        return {r.run_id for r in held[: held.index(first)]} if first else set()
+
+    async def thread_events(
+        self, thread_id: str, told: set[str]
+    ) -> AsyncIterator[tuple[Run, dict[str, Any]]]:
+        """Every protocol event of the thread's runs not in ``told`` (each run once it
+        starts, in order), with the run it comes from, until the server closes. Every event
+        is numbered (``seq``) before any connection's filter applies, so a client that widens
+        its filter reconnects with ``since=`` the same numbers mean."""
+        runs = self.app.runs
+        seq = 0
+        while True:
+            launched = runs.launched
+            fresh = [r for r in runs.of(thread_id) if r.run_id not in told]
+            if not fresh:
+                if runs.closing:
+                    return
+                await launched.wait()
+                continue
+            for run in fresh:
+                told.add(run.run_id)
+                async for event in self._run_events(run):
+                    seq += 1
+                    yield run, {**event, "seq": seq}
 
     @staticmethod
     async def _run_events(run: Run) -> AsyncIterator[dict[str, Any]]:
