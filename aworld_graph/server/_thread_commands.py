@@ -525,10 +525,15 @@ class ThreadCommands:
     ) -> AsyncIterator[tuple[Run, dict[str, Any]]]:
         """Every protocol event of the thread's runs not in ``told`` (each run once it
         starts, in order), with the run it comes from, until the server closes. Every event
-        is numbered (``seq``) before any connection's filter applies, so a client that widens
-        its filter reconnects with ``since=`` the same numbers mean."""
+        is numbered (``seq``) from the first run the server holds for the thread, those in
+        ``told`` counted though not sent, before any connection's filter applies: a client
+        that widens its filter, or opens another connection after a run began, reconnects
+        with ``since=`` the same numbers mean."""
         runs = self.app.runs
         seq = 0
+        for run in runs.of(thread_id):
+            if run.run_id in told:  # ended (the runs before the first one sent)
+                seq += sum([1 async for _ in self._run_events(run)])
         while True:
             launched = runs.launched
             fresh = [r for r in runs.of(thread_id) if r.run_id not in told]
