@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from typing import Any
 
@@ -41,6 +42,8 @@ from ._thread_commands import COMMANDS, Filter, ThreadCommands, parse_command
 from ._wire import ApiError, dumps
 
 __all__ = ["ThreadSocket"]
+
+log = logging.getLogger("aworld_graph.server")
 
 _SUBSCRIBE = frozenset({"channels", "namespaces", "depth", "since"})
 _RECONNECT = _SUBSCRIBE | {"subscription_id"}
@@ -133,18 +136,24 @@ class _Connection:
         """Send the thread's events to the subscriptions that want them, until the server
         closes; then close the socket."""
         told = self.commands.runs_told(self.thread_id)
-        async for run, event in self.commands.thread_events(self.thread_id, told):
-            if run.run_id != self.run_id:
-                self.run_id, self.events = run.run_id, []
-                self.tree = _Tree(run.assistant.graph_id)
-            assert self.tree is not None
-            self.events.append(event)
-            self.tree.see(event)
-            self.seq = event["seq"]
-            if any(self._wants(f, event) for f in self.subscriptions.values()):
-                await self.send(event)
-        with contextlib.suppress(RuntimeError, OSError):  # the client may have gone first
-            await self.socket.close(1001, "the server is shutting down")
+        try:
+            async for run, event in self.commands.thread_events(self.thread_id, told):
+                if run.run_id != self.run_id:
+                    self.run_id, self.events = run.run_id, []
+                    self.tree = _Tree(run.assistant.graph_id)
+                assert self.tree is not None
+                self.events.append(event)
+                self.tree.see(event)
+                self.seq = event["seq"]
+                if any(self._wants(f, event) for f in self.subscriptions.values()):
+                    await self.send(event)
+        except Exception:  # the traceback to the log; the client sees the socket close
+            log.exception("the WebSocket of thread %s failed", self.thread_id)
+            code, reason = 1011, "the thread's events failed; reconnect"
+        else:
+            code, reason = 1001, "the server is shutting down"
+        with contextlib.suppress(Exception):  # the client may have gone first
+            await self.socket.close(code, reason)
 
     @staticmethod
     def _wants(wanted: Filter, event: dict[str, Any]) -> bool:
