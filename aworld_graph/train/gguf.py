@@ -137,12 +137,13 @@ def write_gguf(
 
 
 def _gguf_to_hf_names(model: Any, arch: str) -> dict[str, str]:
-    """GGUF tensor name → the model's parameter name, as transformers mapped them in."""
-    from transformers.modeling_gguf_pytorch_utils import (
-        TENSOR_PROCESSORS,
-        TensorProcessor,
-        get_gguf_hf_weights_map,
-    )
+    """GGUF tensor name → the model's parameter name, as transformers maps them when it loads
+    a GGUF file (``get_gguf_hf_weights_map``): gguf's name map for the architecture applied to
+    each parameter's name, or, when the whole name has no GGUF name, to the part after a
+    module's prefix (shortest prefix first), the first name found kept. The map is built once
+    here; transformers' own function rebuilds it for each of the model's modules."""
+    from gguf import MODEL_ARCH_NAMES, get_tensor_name_map
+    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, TensorProcessor
 
     processor_class = TENSOR_PROCESSORS.get(arch, TensorProcessor)
     if processor_class.__name__ not in _IDENTITY_PROCESSORS:
@@ -151,8 +152,24 @@ def _gguf_to_hf_names(model: Any, arch: str) -> dict[str, str]:
             f"{processor_class.__name__}, whose tensor reshaping this module does not invert; "
             "llama-family models (SmolLM2, Llama, Mistral) are"
         )
-    processor = processor_class(config={})  # type: ignore[no-untyped-call]
-    mapped: dict[str, str] = get_gguf_hf_weights_map(model, processor)
+    found = [key for key, value in MODEL_ARCH_NAMES.items() if value == arch]
+    if not found:
+        raise NotImplementedError(f"the gguf package does not know the architecture {arch!r}")
+    name_map = get_tensor_name_map(found[0], int(model.config.num_hidden_layers))
+    parts = {hf_name: hf_name.split(".") for hf_name in model.state_dict()}
+    mapped: dict[str, str] = {}
+    for depth in range(max((len(p) for p in parts.values()), default=0)):
+        for hf_name, split in parts.items():
+            if depth >= len(split) - 1:
+                continue
+            rest = ".".join(split[depth:])
+            name, suffix = rest, ""
+            if rest.endswith((".weight", ".bias")):
+                name, tail = rest.rsplit(".", 1)
+                suffix = "." + tail
+            gguf_name = name_map.get_name(name)
+            if gguf_name is not None:
+                mapped.setdefault(gguf_name + suffix, hf_name)
     return mapped
 
 

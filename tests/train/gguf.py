@@ -16,17 +16,28 @@ def tokenizer() -> Any:
     return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
 
 
-def causal_lm() -> Any:
-    """A fresh, trainable copy of the weights for each caller that trains.
-
-    transformers de-quantizes the GGUF tensors to float32 but marks the model as quantized
-    (its ``GgufHfQuantizer``), and ``Trainer`` refuses to fine-tune a quantized model; the
-    same weights are loaded into a plain model of the same config instead."""
+@functools.cache
+def _loaded() -> tuple[Any, Any]:
+    """The model transformers loads from the GGUF file (its config and weights), read once:
+    reading the file and mapping its tensor names takes most of a minute on two cores."""
     from transformers import AutoModelForCausalLM
 
     path = model_path()
     loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
     settings = {k: v for k, v in loaded.config.to_dict().items() if k != "quantization_config"}
-    plain = type(loaded)(type(loaded.config).from_dict(settings))
-    plain.load_state_dict(loaded.state_dict())
+    return type(loaded)(type(loaded.config).from_dict(settings)), loaded.state_dict()
+
+
+def causal_lm() -> Any:
+    """A fresh, trainable copy of the weights for each caller that trains (a caller's
+    training never reaches another's model).
+
+    transformers de-quantizes the GGUF tensors to float32 but marks the model as quantized
+    (its ``GgufHfQuantizer``), and ``Trainer`` refuses to fine-tune a quantized model; the
+    same weights are loaded into a plain model of the same config instead."""
+    import copy
+
+    template, weights = _loaded()
+    plain = copy.deepcopy(template)
+    plain.load_state_dict(weights)
     return plain
