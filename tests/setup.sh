@@ -72,3 +72,10 @@ fi
 # brought up to date here so that the test run builds nothing. Up to date, this reads a file
 # per venv; it says when it installs (minutes) and shows pip's log only if that fails.
 python -m tests.train.trainer_venv verl swift >/dev/null
+
+# LangGraph's JavaScript client (@langchain/langgraph-sdk, pinned) for
+# tests/server/test_js_sdk.py, into the ignored .cache/langgraph-js; up to date, this reads a
+# file. Without npm the test skips.
+if command -v npm >/dev/null 2>&1; then
+    bash tests/js/langgraph_sdk.sh .cache/langgraph-js
+fi
