@@ -264,7 +264,7 @@ class A2ATasks:
             kind, said = State.TASK_STATE_CANCELED, "the task was cancelled"
         elif chain.latest and state.get("interrupts"):
             # a human step waits (its run ended success, as LangGraph's server says; or the
-            # server died as it was being answered): the next message answers it
+            # server died as it was being answered): the next message on the task answers it
             kind, said = State.TASK_STATE_INPUT_REQUIRED, _prompt(state["interrupts"][0])
         elif status == "success":
             kind, said = State.TASK_STATE_COMPLETED, str(answer) if answer else None
@@ -390,11 +390,19 @@ class A2ATasks:
             )
         rows = await asyncio.to_thread(self.runs.table.of_thread, thread_id)
         chains = _chains(rows)
+        waiting = None
         if chains and chains[-1].latest and not self.runs.busy(thread_id):
             task = await self.task(chains[-1])
-            if task.status.state == State.TASK_STATE_INPUT_REQUIRED:  # the next message answers
-                return await self._follow(chains[-1], text, assistant, ident), chains[-1]
-        return await self._start(thread_id, assistant, text, ident), None
+            if task.status.state == State.TASK_STATE_INPUT_REQUIRED:
+                waiting = chains[-1]
+        # a message without taskId starts a new task in its context (A2A 1.0, 3.4.3: an
+        # answer names its task); its run goes on top of the thread, dropping the human step
+        # of a task that waits there, which so ends cancelled
+        run = await self._start(thread_id, assistant, text, ident)
+        if waiting is not None:
+            await self.cancel(waiting)
+            await self.notify(waiting.task_id, assistant)
+        return run, None
 
     async def _follow(self, chain: _Chain, text: str, assistant: Assistant, ident: str) -> Run:
         """The run that answers or continues ``chain`` with ``text``."""

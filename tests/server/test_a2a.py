@@ -250,12 +250,21 @@ async def test_cancel_a_task_waiting_for_input_then_a_new_task_on_its_context(
     assert fresh.status.state == S.TASK_STATE_INPUT_REQUIRED
     users = [m.parts[0].text for m in fresh.history if m.role == pb.Role.ROLE_USER]
     assert users == ["Plan a party", "Plan a picnic"]
-    # while it waits, the next message on the context answers it (a resume, not a new task)
-    done = _task(await _sent(client, _message("approve", context_id=asked.context_id)))
-    assert done.id == fresh.id and done.status.state == S.TASK_STATE_COMPLETED
+    # while it waits, a message naming only the context is a new task too (A2A 1.0, 3.4.3:
+    # an answer names its task), and the waiting one, whose human step it drops, is cancelled
+    third = _task(await _sent(client, _message("Plan a parade", context_id=asked.context_id)))
+    assert third.id not in (asked.id, fresh.id) and third.context_id == asked.context_id
+    assert third.status.state == S.TASK_STATE_INPUT_REQUIRED  # it drafts and asks in turn
+    with pytest.raises(UnsupportedOperationError):  # the human step it left is gone
+        await _sent(client, _message("approve", task_id=fresh.id))
+    listed = await client.list_tasks(pb.ListTasksRequest(context_id=asked.context_id))
+    assert sorted(t.id for t in listed.tasks) == sorted([asked.id, fresh.id, third.id])
+    done = _task(await _sent(client, _message("approve", task_id=third.id)))
+    assert done.id == third.id and done.status.state == S.TASK_STATE_COMPLETED
     assert done.artifacts[0].parts[0].text == "published the plan"
-    old = await client.get_task(pb.GetTaskRequest(id=asked.id))
-    assert old.status.state == S.TASK_STATE_CANCELED
+    for old in (asked, fresh):
+        got = await client.get_task(pb.GetTaskRequest(id=old.id))
+        assert got.status.state == S.TASK_STATE_CANCELED
     await _close(client)
 
 
