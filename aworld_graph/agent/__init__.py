@@ -18,12 +18,13 @@ from ..config import AgentConfig
 from ..errors import DefinitionError
 from ..model import ChatModel
 from ..tools import Tool
+from ._messages import STOPPED_CALL
 from ._resolve import resolve_model
 
 if TYPE_CHECKING:
     from ..tools import ToolProvider
 
-__all__ = ["Agent", "resolve_model", "tools_node_name"]
+__all__ = ["STOPPED_CALL", "Agent", "resolve_model", "tools_node_name"]
 
 _RESERVED = re.compile(r"[|:]|^__|__tools$")
 

@@ -21,6 +21,7 @@ from ..model import ChatModel, ModelResponse, recording_tokens
 from ..records import Message, TraceRecord, compact_prompt_ids
 from ..state import SwarmState
 from ._messages import (
+    answer_stopped_calls,
     assistant_message,
     demo_messages,
     public_messages,
@@ -71,7 +72,7 @@ async def llm_step(
         conversation = [m for m in history if m.get("_turn") == turn] + added
     else:
         conversation = history
-    conversation = public_messages(conversation)
+    conversation = answer_stopped_calls(public_messages(conversation))
     text_mode = model.profile.tool_results == "text"
     prompt: list[Message] = [{"role": "system", "content": tools.agent.system_prompt}]
     # examples are turns of their own; their tool calls stay tool-call messages, which the

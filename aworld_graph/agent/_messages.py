@@ -13,6 +13,8 @@ from ..state import SwarmState
 
 __all__ = [
     "NUDGE",
+    "STOPPED_CALL",
+    "answer_stopped_calls",
     "assistant_message",
     "demo_messages",
     "last_assistant",
@@ -28,6 +30,37 @@ NUDGE = "Reply with the final answer only."
 def public_messages(messages: list[Message]) -> list[Message]:
     """Messages without the bookkeeping keys (``_agent``, ``_turn``, ``_error``)."""
     return [cast(Message, {k: v for k, v in m.items() if not k.startswith("_")}) for m in messages]
+
+
+STOPPED_CALL = "Not run: the turn was stopped before this call finished; it has no result."
+"""The result a model reads for a tool call of its that never got one."""
+
+
+def answer_stopped_calls(messages: list[Message]) -> list[Message]:
+    """``messages`` with a tool message (:data:`STOPPED_CALL`) after the results of each tool
+    call that has none: a run stopped while its tools ran (cancelled, its process killed) and
+    new input went on top. A chat API refuses a conversation whose assistant asked for a call
+    that no tool message answers, and the model should know the call did not happen."""
+    out: list[Message] = []
+    waiting: list[str] = []
+
+    def close() -> None:
+        out.extend({"role": "tool", "tool_call_id": i, "content": STOPPED_CALL} for i in waiting)
+        waiting.clear()
+
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            ident = message.get("tool_call_id")
+            if ident in waiting:
+                waiting.remove(ident)
+        else:
+            close()
+        out.append(message)
+        if role == "assistant":
+            waiting.extend(str(c.get("id")) for c in message.get("tool_calls") or [])
+    close()
+    return out
 
 
 def last_assistant(messages: list[Message], agent: str | None = None) -> Message | None:

@@ -3,7 +3,9 @@ on top of the state the thread stands in, the pending tasks dropped. A person wh
 message instead of answering a human step starts a new turn; a thread whose run its server's
 death stopped takes new input after the restart. Every checkpoint the thread had stays in its
 history, and ``aworld-graph resume`` goes on with the thread as the server left it. Over MCP,
-a call with ``input`` and the ``thread_id`` of a run that needs input is its next turn.
+a call with ``input`` and the ``thread_id`` of a run that needs input is its next turn. A tool
+call the stopped run left without a result is answered as not run, so the model (and a chat
+API, which refuses an unanswered call) reads a whole conversation.
 (LangGraph applications: side by side with ``langgraph dev`` in ``test_vs_langgraph_dev.py``.)"""
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,11 @@ from langgraph_sdk import get_client
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from aworld_graph import Agent
+from aworld_graph.agent import STOPPED_CALL
+from aworld_graph.checkpoint import TrajectorySaver
+from aworld_graph.server import Assistant, create_app
+from aworld_graph.testing import FunctionModel, tool_call
 from tests.server.app_server import CLI, ROOT, free_port
 from tests.server.conftest import LiveServer
 from tests.server.test_restart import Served, processes  # noqa: F401 (its fixture)
@@ -136,3 +144,54 @@ async def test_mcp_input_on_a_thread_that_needs_input_is_its_next_turn(
     state = await sdk.threads.get_state(thread)
     await sdk.aclose()
     assert _users(state["values"]) == ["plan a trip", "plan a picnic", "approve"]
+
+
+HOLD = threading.Event()
+"""Holds ``lookup`` until a test sets it."""
+
+
+async def lookup(word: str) -> str:
+    """Look a word up."""
+    await asyncio.to_thread(HOLD.wait, 60)
+    return f"{word}: found"
+
+
+async def test_a_tool_call_a_cancelled_run_left_is_answered_as_not_run(
+    store: TrajectorySaver,
+) -> None:
+    prompts: list[list[dict[str, Any]]] = []
+
+    def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        prompts.append(messages)
+        if messages[-1]["role"] == "user" and messages[-1]["content"] == "look it up":
+            return tool_call("lookup", {"word": "x"}, id="call-1")
+        return "a plain answer"
+
+    agent = Agent(name="looker", model=FunctionModel(reply), tools=[lookup])
+    HOLD.clear()
+    with LiveServer(create_app([Assistant.of(agent)], store=store, api_key="")) as live:
+        sdk = get_client(url=live.url, api_key=None)
+        try:
+            thread = (await sdk.threads.create())["thread_id"]
+            said = {"messages": [{"role": "user", "content": "look it up"}]}
+            run = await sdk.runs.create(thread, "looker", input=said)
+            for _ in range(300):  # until its tool runs
+                if (await sdk.threads.get_state(thread))["next"] == ["looker__tools"]:
+                    break
+                await asyncio.sleep(0.05)
+            await sdk.runs.cancel(thread, run["run_id"], wait=True)
+            HOLD.set()
+            again = {"messages": [{"role": "user", "content": "hello again"}]}
+            done = await sdk.runs.wait(thread, "looker", input=again)
+        finally:
+            HOLD.set()
+            await sdk.aclose()
+    assert done["messages"][-1]["content"] == "a plain answer"
+    last = [(m["role"], m.get("tool_call_id"), m["content"]) for m in prompts[-1][1:]]
+    assert last == [
+        ("user", None, "look it up"),
+        ("assistant", None, ""),
+        ("tool", "call-1", STOPPED_CALL),
+        ("user", None, "hello again"),
+    ]
+    assert prompts[-1][2]["tool_calls"][0]["id"] == "call-1"
