@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from langchain_core.messages import BaseMessage, BaseMessageChunk, message_chunk_to_message
-from langgraph.graph import StateGraph
+from langgraph.graph import END, StateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Send
 
@@ -41,6 +41,7 @@ __all__ = [
     "Project",
     "app_command",
     "check_steering",
+    "ends",
     "steers",
     "graph_schemas",
     "load_graph",
@@ -361,6 +362,17 @@ def steers(command: Any) -> bool:
     )
 
 
+def ends(command: Any) -> bool:
+    """Whether ``command`` is ``{"goto": "__end__"}`` alone (a chat UI's "mark as resolved"):
+    a workflow's thread then ends what it waits for, its pending tasks dropped."""
+    return (
+        isinstance(command, Mapping)
+        and command.get("goto") == END
+        and command.get("update") in (None, [], {})
+        and "resume" not in command
+    )
+
+
 class Steered(Protocol):
     """What :func:`check_steering` reads of an assistant."""
 
@@ -379,20 +391,22 @@ def check_steering(assistant: Steered, command: Mapping[str, Any]) -> None:
     ``update`` sets that the application's graph does not have (LangGraph would ignore that
     write; a client would never learn it)."""
     if not assistant.is_app:
+        if ends(command):
+            return
         field = "command.update" if command.get("update") not in (None, [], {}) else "command.goto"
         raise ApiError(
             422,
             "invalid_command",
             f"{field} is served for LangGraph applications; workflow {assistant.graph_id} "
-            "takes command={'resume': ...} only (edit its state with POST "
-            "/threads/{thread_id}/state)",
+            "takes command={'resume': ...}, or {'goto': '__end__'} alone to end what it waits "
+            "for (edit its state with POST /threads/{thread_id}/state)",
         )
     graph = assistant.compiled()
     nodes = sorted(n for n in graph.nodes if not n.startswith("__"))
     goto = command.get("goto")
     for item in goto if isinstance(goto, list) else [] if goto is None else [goto]:
         node = item if isinstance(item, str) else str(item["node"])
-        if node not in nodes:
+        if node not in nodes and node != END:  # LangGraph takes END as a goto
             raise ApiError(
                 422,
                 "invalid_command",

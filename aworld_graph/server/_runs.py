@@ -58,7 +58,7 @@ from ..run import CriticScore, GraphRun, RunEvent, StepEvent, ToolCall, built, p
 from ..task import Task
 from ._assistants import Assistant
 from ._chat import chat_chunk, chat_updates, chat_values, next_reply_id
-from ._langgraph_app import MessageParts
+from ._langgraph_app import MessageParts, ends
 from ._run_table import RunTable
 from ._webhooks import Webhooks
 from ._wire import ApiError, clean, now
@@ -650,8 +650,8 @@ class RunManager:
                 await check(run)
             if run.checkpoint_id is not None:
                 await self._copy_checkpoint(run)
-            if text is not None and not run.assistant.is_app:
-                await self._drop_pending(run)
+            if not run.assistant.is_app and (text is not None or ends(run.kwargs.get("command"))):
+                await self._drop_pending(run)  # new input on top, or {"goto": "__end__"}
             await self._drive(run, text, resume)
         except asyncio.CancelledError:
             run.status = "interrupted"

@@ -107,3 +107,35 @@ async def test_a_library_run_at_a_human_step_reads_success(
         assert (await sdk.threads.get("lib-asks"))["status"] == "interrupted"
     finally:
         await sdk.aclose()
+
+
+async def test_goto_end_alone_resolves_a_waiting_workflow(server: LiveServer) -> None:
+    """A chat UI's "mark as resolved" (``command={"goto": "__end__"}``) on a workflow that
+    waits for a person: the human step is dropped unanswered and the thread is idle, with
+    every checkpoint kept; its next input is a new turn. ``goto`` to a node, or with a
+    ``resume``, is still refused for a workflow."""
+    sdk = get_client(url=server.url, api_key=None)
+    try:
+        thread = (await sdk.threads.create())["thread_id"]
+        asked = await sdk.runs.wait(thread, "approval", input=PLAN)
+        assert asked["__interrupt__"]
+        before = len(await sdk.threads.get_history(thread, limit=100))
+        done = await sdk.runs.wait(thread, "approval", command={"goto": "__end__"})
+        assert "__interrupt__" not in done
+        state = await sdk.threads.get_state(thread)
+        assert (state["next"], state["interrupts"]) == ([], [])
+        assert (await sdk.threads.get(thread))["status"] == "idle"
+        assert len(await sdk.threads.get_history(thread, limit=100)) == before + 1
+        runs = await sdk.runs.list(thread)
+        assert [r["status"] for r in runs] == ["success", "success"]
+        for command in ({"goto": "approval"}, {"goto": "__end__", "resume": "approve"}):
+            refused = await sdk.http.client.post(
+                f"/threads/{thread}/runs/wait",
+                json={"assistant_id": "approval", "command": command},
+            )
+            assert refused.status_code == 422, refused.text
+            assert "{'goto': '__end__'} alone" in refused.json()["message"]
+        again = await sdk.runs.wait(thread, "approval", input={"input": "plan the party"})
+        assert again["__interrupt__"][0]["value"]["prompt"] == "Approve the plan?"
+    finally:
+        await sdk.aclose()

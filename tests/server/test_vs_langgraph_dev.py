@@ -976,3 +976,25 @@ async def test_remote_graph_invoke_stream_and_state(sides: dict[str, Side]) -> N
         [["human", "plan"], ["ai", "verdict: fine"]],
     ]
     assert said_by["ours"] == said_by["peer"]
+
+
+async def _goto_end(client: Any) -> dict[str, Any]:
+    """The Agent Chat UI's "mark as resolved" on a thread that waits: ``goto`` END alone."""
+    tid = (await client.threads.create())["thread_id"]
+    await client.runs.wait(tid, "review", input=user("the plan"))
+    after = await client.runs.wait(tid, "review", command={"goto": "__end__"})
+    latest = await client.threads.get_state(tid)
+    return {
+        "after": sorted(after),
+        "next": latest["next"],
+        "asked": len(latest["interrupts"]),
+        "status": (await client.threads.get(tid))["status"],
+    }
+
+
+async def test_a_goto_end_command_is_taken_alike(sides: dict[str, Side]) -> None:
+    """LangGraph takes ``goto`` END on a graph that waits at an interrupt, and its node,
+    run again, asks again."""
+    ours, peer = await both(sides, _goto_end)
+    assert peer["status"] == "interrupted" and peer["next"] == ["review"]
+    assert ours == peer
