@@ -16,6 +16,7 @@ from aworld_graph.run import (
     GraphRun,
     Handoff,
     LlmCall,
+    LlmStart,
     NodeEnd,
     NodeStart,
     State,
@@ -32,6 +33,7 @@ KINDS: dict[str, Any] = {
     "node_start": NodeStart,
     "node_end": NodeEnd,
     "token": Token,
+    "llm_start": LlmStart,
     "llm_call": LlmCall,
     "tool_start": ToolStart,
     "tool_call": ToolCall,
@@ -78,7 +80,7 @@ async def test_a_run_reports_every_event_with_the_fields_its_type_declares(saver
     assert response.answer == "the answer"
     kinds = [e["event"] for e in seen]
     assert {"node_start", "node_end", "token", "llm_call", "tool_start", "tool_call"} <= set(kinds)
-    assert "handoff" in kinds
+    assert "handoff" in kinds and kinds.index("llm_start") < kinds.index("llm_call")
     started = [(e["tool"], e["tool_call_id"]) for e in seen if e["event"] == "tool_start"]
     ended = [(e["tool"], e["tool_call_id"]) for e in seen if e["event"] == "tool_call"]
     assert sorted(started) == sorted(ended) and len(ended) == 2  # note and the handoff

@@ -92,6 +92,7 @@ async def llm_step(
             emit({"event": "token", "agent": name, "text": text})
 
     record_tokens = tools.agent.conf is not None and tools.agent.conf.record_tokens
+    emit({"event": "llm_start", "agent": name, "prompt": [dict(m) for m in prompt]})
     with recording_tokens(record_tokens):
         response: ModelResponse = await tracing.model_call(
             model,

@@ -11,8 +11,8 @@ would:
   one ``on_chat_model_stream`` per streamed piece (an ``AIMessageChunk``; the tool calls as
   ``tool_call_chunks`` of a last chunk) and ``on_chat_model_end`` (the ``AIMessage`` with its
   ``tool_calls`` and ``usage_metadata``), a child of the agent's node, made from the ``token``
-  and ``llm_call`` events the runtime writes to the stream. The start goes out with the first
-  piece of the reply; its ``input`` is the conversation the node started with;
+  and ``llm_call`` events the runtime writes to the stream. The start goes out as the call
+  starts (``llm_start``), its ``input`` the messages the model is sent;
 * a tool call, run as a LangGraph task of the tools node, becomes ``on_tool_start`` (the
   arguments as an object) and ``on_tool_end`` (a ``ToolMessage``), under the task's run id.
 
@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage, convert_to_messages
 from langchain_core.messages.tool import tool_call_chunk
 
 from ..agent.runtime import TOOL_CALL_TASK
@@ -188,7 +188,10 @@ class WorkflowEvents:
         """A part of the graph's own stream: what an agent wrote (its model call's events),
         a node's update (the node's held end goes out), a checkpoint (every held end)."""
         if mode == "custom" and isinstance(chunk, Mapping):
-            if chunk.get("event") == "token":
+            if chunk.get("event") == "llm_start":
+                prompt = chunk.get("prompt")
+                self._model(str(chunk.get("agent")), prompt if isinstance(prompt, list) else None)
+            elif chunk.get("event") == "token":
                 self._token(str(chunk.get("agent")), str(chunk.get("text") or ""))
             elif chunk.get("event") == "llm_call":
                 self._model_end(chunk)
@@ -207,8 +210,9 @@ class WorkflowEvents:
                 keep.append((node, event))
         self.held = keep
 
-    def _model(self, agent: str) -> _ModelRun:
-        """The agent's model call, started (``on_chat_model_start``) if it was not."""
+    def _model(self, agent: str, prompt: list[Any] | None = None) -> _ModelRun:
+        """The agent's model call, started (``on_chat_model_start``, its input the ``prompt``
+        the model is sent when told) if it was not."""
         found = self.calls.get(agent)
         if found is None:
             node = next(
@@ -216,6 +220,8 @@ class WorkflowEvents:
                 {"name": agent, "run_id": self.root, "parent_ids": [], "metadata": {}},
             )
             found = self.calls[agent] = _ModelRun(node, self.models.get(agent, agent))
+            if prompt is not None:
+                found.input = {"messages": [convert_to_messages(prompt)]}
             self.send(found.event("on_chat_model_start", self.tags, {"input": found.input}))
         return found
 

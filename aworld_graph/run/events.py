@@ -4,9 +4,9 @@ Events are plain dicts, so they travel as they are: ``Runners.streaming_run`` yi
 server sends them as LangGraph ``custom`` stream parts, and ``json.dumps`` writes them. Their
 types let a reader narrow on the tag (``if event["event"] == "token": event["text"]``).
 
-* :data:`AgentEvent` – what the agent runtime writes from inside a node (its LLM call, a
-  streamed token, a tool call's start and end, a handoff, its answer, an MCP server it goes
-  on without);
+* :data:`AgentEvent` – what the agent runtime writes from inside a node (its LLM call's start
+  and end, a streamed token, a tool call's start and end, a handoff, its answer, an MCP
+  server it goes on without);
 * :data:`RunEvent` – those, and each node's start and end, as :meth:`GraphRun.drive
   <aworld_graph.run.GraphRun.drive>` hands them to its sink;
 * :data:`StepEvent` – with ``states=True`` the sink also gets what each superstep wrote
@@ -38,6 +38,7 @@ __all__ = [
     "EventSink",
     "Handoff",
     "LlmCall",
+    "LlmStart",
     "Message",
     "NodeEnd",
     "NodeStart",
@@ -79,6 +80,17 @@ class Token(TypedDict):
     """The agent whose model call it is."""
     text: str
     """The new text."""
+
+
+class LlmStart(TypedDict):
+    """An agent's model call starts."""
+
+    event: Literal["llm_start"]
+    agent: str
+    """The agent that makes it."""
+    prompt: list[dict[str, Any]]
+    """The messages the model is sent (its system prompt first), as OpenAI's chat API takes
+    them."""
 
 
 class LlmCall(TypedDict):
@@ -228,7 +240,7 @@ class Custom(TypedDict):
 
 
 AgentEvent: TypeAlias = (
-    Token | LlmCall | ToolStart | ToolCall | Handoff | Answer | ServerUnavailable
+    Token | LlmStart | LlmCall | ToolStart | ToolCall | Handoff | Answer | ServerUnavailable
 )
 """What the agent runtime writes from inside a node."""
 

@@ -167,7 +167,17 @@ async def test_a_model_token_stream_is_on_chat_model_stream_events(
     ended = mine[-1]["data"]
     assert ended["output"]["content"] == ANSWER and ended["output"]["type"] == "ai"
     assert ended["output"]["usage_metadata"]["total_tokens"] == 10
-    assert convert_to_messages(ended["input"]["messages"][0])[0].content == "count: one two three"
+    sent = model.requests[-1]["body"]["messages"]  # what the model was sent, system prompt first
+    started = convert_to_messages(mine[0]["data"]["input"]["messages"][0])
+    assert [(m.type, m.content) for m in started] == [
+        (
+            {"system": "system", "user": "human", "assistant": "ai", "tool": "tool"}[m["role"]],
+            m["content"],
+        )
+        for m in sent
+    ]
+    assert started[1].content == "count: one two three"
+    assert ended["input"] == mine[0]["data"]["input"]
     # a child of the agent's node, with its node's LangGraph metadata
     for e in mine:
         assert e["parent_ids"] == [run_id, answer_node["run_id"]]
