@@ -568,7 +568,10 @@ class RunRoutes:
         (``{"status": "run_done", "run_id"}``); an event's id is ``RUN:N``, so
         ``Last-Event-ID`` resumes after it while the server holds that run. With
         ``state_update``, each edit of the thread's state while the client is there
-        (``POST …/state``) is a ``state_update`` event, ``{"state", "thread_id"}``."""
+        (``POST …/state``) is a ``state_update`` event, ``{"state", "thread_id"}``, with an id
+        as LangGraph's server gives one: ``RUN:N`` past the events of the run before it (no
+        run is going while a state is edited), ``-:N`` before any, so ``Last-Event-ID``
+        resumes with the runs after the edit."""
         thread_id = request.path_params["thread_id"]
         if not await self.threads.exists(thread_id):
             raise self.threads.not_found(thread_id)
@@ -592,9 +595,21 @@ class RunRoutes:
 
         runs_told = bool(modes & {"run_modes", "lifecycle"})  # each run's start and end
         edits_told = "state_update" in modes
+        before = [r for r in held if r.run_id in done]
+        previous = before[-1] if before else None  # the run an edit made now comes after
+        edits_after = 0  # the edits sent since it
 
         def edited(updates: builtins.list[dict[str, Any]]) -> bytes:
-            return b"".join(sse("state_update", u) for u in updates) if edits_told else b""
+            nonlocal edits_after
+            if not edits_told:
+                return b""
+            told = []
+            for update in updates:
+                place = len(previous.feed.items) if previous is not None else 0
+                ident = f"{previous.run_id if previous is not None else '-'}:{place + edits_after}"
+                edits_after += 1
+                told.append(sse("state_update", update, ident))
+            return b"".join(told)
 
         # watched from now, so an edit made once the client has the answer's head is sent
         edits = self.threads.watch(thread_id)
@@ -607,6 +622,7 @@ class RunRoutes:
                 self.threads.unwatch(thread_id, edits)
 
         async def runs() -> AsyncIterator[bytes]:
+            nonlocal previous, edits_after
             while True:
                 launched = self.runs.launched
                 fresh = [r for r in self.runs.of(thread_id) if r.run_id not in done]
@@ -622,6 +638,10 @@ class RunRoutes:
                         yield told
                     done.add(run.run_id)
                     begin = start.get(run.run_id, 0)
+                    past = begin - len(run.feed.items)
+                    if past > 0 and run.feed.closed:  # resumed after an edit made after it
+                        previous, edits_after = run, past
+                        continue
                     if begin == 0 and runs_told:
                         yield sse("metadata", {"run_id": run.run_id, "attempt": 1})
                     async for ready in run.feed.follow(begin):
@@ -633,6 +653,7 @@ class RunRoutes:
                             yield chunk
                     if runs_told:
                         yield sse("metadata", {"status": "run_done", "run_id": run.run_id})
+                    previous, edits_after = run, 0
 
         headers = {"Cache-Control": "no-store"}
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)

@@ -180,6 +180,31 @@ async def test_subscriptions_replay_filter_and_end(server: LiveServer, sdk: Any)
         assert later[0]["seq"] > replay[-1]["seq"]
 
 
+async def test_every_connection_numbers_the_threads_events_alike(
+    server: LiveServer, sdk: Any
+) -> None:
+    """``seq`` counts from the thread's first run whichever run a connection starts with, so
+    a ``since`` one connection gave means the same on the next (the SDK passes its cursor
+    on when it opens another): an SSE stream opened after the first run and a socket opened
+    after the second number on from each other."""
+    thread_id = await _thread(sdk)
+    await sdk.runs.wait(thread_id, "chat", input=USER)
+    body = {"channels": ["lifecycle", "values", "messages"]}
+    path = f"/threads/{thread_id}/stream/events"
+    async with httpx.AsyncClient(base_url=server.url, headers=HEADERS, timeout=30) as client:
+        async with client.stream("POST", path, json=body) as answer:
+            first = await _sse(answer.aiter_lines(), "completed")
+    numbers = [e["data"]["seq"] for e in first]  # the run's last event is its completed
+    await sdk.runs.wait(thread_id, "chat", input=USER)
+    async with connect(socket_url(server.url, thread_id), additional_headers=HEADERS) as ws:
+        sock = Socket(ws)
+        answer, second = await sock.call("subscription.subscribe", body)
+        if len(second) < len(first):  # the socket had not read the run yet: it follows
+            second += await sock.until("lifecycle", "completed")
+    assert [e["seq"] for e in second] == [n + numbers[-1] for n in numbers]
+    assert [e["method"] for e in second] == [e["data"]["method"] for e in first]
+
+
 async def test_the_agent_tree_names_the_runs_namespaces(server: LiveServer, sdk: Any) -> None:
     thread_id = await _thread(sdk)
     async with connect(socket_url(server.url, thread_id), additional_headers=HEADERS) as ws:
@@ -272,6 +297,22 @@ async def test_bad_frames_get_error_frames_naming_the_field(server: LiveServer, 
         assert ok["type"] == "success"  # the socket still serves after them all
 
 
+async def test_a_frame_too_large_or_too_deep_is_refused(server: LiveServer) -> None:
+    deep: Any = "x"
+    for _ in range(80):
+        deep = [deep]
+    async with connect(socket_url(server.url, "t1"), additional_headers=HEADERS) as ws:
+        sock = Socket(ws)
+        await ws.send(_command(1, "run.start", {"assistant_id": "chat", "input": deep}))
+        too_deep = await sock.frame()
+        assert (too_deep["id"], too_deep["error"]) == (1, "invalid_argument")
+        assert too_deep["message"].startswith("params nests deeper than")
+        await ws.send(_command(2, "run.start", {"assistant_id": "x" * (1 << 20)}))
+        too_large = await sock.frame()
+        assert (too_large["id"], too_large["error"]) == (None, "invalid_argument")
+        assert too_large["message"].startswith("frame: over")
+
+
 async def test_the_socket_only_commands_are_refused_over_http(server: LiveServer) -> None:
     body = {"id": 1, "method": "subscription.subscribe", "params": {"channels": ["values"]}}
     async with httpx.AsyncClient(base_url=server.url, headers=HEADERS) as client:
@@ -317,6 +358,55 @@ async def test_a_malformed_thread_id_is_refused_at_the_handshake(server: LiveSer
         async with connect(socket_url(server.url, "bad%20id"), additional_headers=HEADERS):
             pass
     assert refused.value.response.status_code == 403
+
+
+# -- the thread stream's state updates (threads.join_stream) -------------------------------
+
+
+async def _sse(lines: AsyncIterator[str], until: str) -> list[dict[str, Any]]:
+    """The events ``{"id", "event", "data"}`` of a raw SSE stream up to one whose data holds
+    ``until``."""
+    told: list[dict[str, Any]] = []
+    event: dict[str, Any] = {}
+    async with asyncio.timeout(30):
+        async for line in lines:
+            if not line:
+                told.append(event)
+                if until in json.dumps(event.get("data")):
+                    return told
+                event = {}
+                continue
+            name, _, value = line.partition(": ")
+            event[name] = json.loads(value) if name == "data" else value
+    raise AssertionError(f"the stream ended before {until!r}: {told}")
+
+
+async def test_a_state_update_has_an_event_id_to_resume_after(server: LiveServer, sdk: Any) -> None:
+    """Each ``state_update`` has an id, as LangGraph's server gives one: ``Last-Event-ID``
+    set to it resumes with the runs after the edit, not the run before it."""
+    thread_id = await _thread(sdk)
+    await sdk.runs.wait(thread_id, "chat", input=USER)
+    run_id = (await sdk.runs.list(thread_id))[0]["run_id"]
+    query = {"stream_mode": "lifecycle,state_update"}
+    path = f"/threads/{thread_id}/stream"
+    async with httpx.AsyncClient(base_url=server.url, headers=HEADERS, timeout=30) as client:
+        async with client.stream("GET", path, params=query) as answer:  # watching from here
+            lines = answer.aiter_lines()
+            edits = []
+            for text in ("edited once", "edited twice"):
+                message = {"role": "ai", "content": text}
+                await sdk.threads.update_state(thread_id, {"messages": [message]}, as_node="reply")
+                edits.append((await _sse(lines, text))[-1])
+        assert [e["event"] for e in edits] == ["state_update", "state_update"]
+        ids = [e["id"] for e in edits]
+        assert all(i.startswith(f"{run_id}:") for i in ids), ids
+        assert int(ids[1].rsplit(":", 1)[1]) == int(ids[0].rsplit(":", 1)[1]) + 1
+        later = await sdk.runs.create(thread_id, "chat", input=USER)
+        resume = {"last-event-id": ids[0]}
+        async with client.stream("GET", path, params=query, headers=resume) as answer:
+            told = await _sse(answer.aiter_lines(), "run_done")
+    assert [e["event"] for e in told] == ["metadata", "metadata"]
+    assert [e["data"]["run_id"] for e in told] == [later["run_id"]] * 2  # not the run before
 
 
 # -- side by side with langgraph dev ----------------------------------------------------------
