@@ -37,7 +37,6 @@ from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.error_handlers import build_rest_error_payload
 from a2a.utils.errors import (
     A2AError,
-    ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
@@ -673,8 +672,11 @@ class A2AAgent(RequestHandler):
         await self.tasks.push.delete_info(params.task_id, context, params.id or None)
 
     async def on_get_extended_agent_card(self, params: Any, context: Any) -> pb.AgentCard:
-        raise ExtendedAgentCardNotConfiguredError(
-            message="this agent has no extended card; its card is at "
+        # the card does not declare capabilities.extendedAgentCard, so the spec (A2A 1.0,
+        # 3.3.4) asks for UnsupportedOperationError here, not ExtendedAgentCardNotConfigured
+        raise UnsupportedOperationError(
+            message="this agent offers no extended card (its card does not declare "
+            f"capabilities.extendedAgentCard); its card is at "
             f"/a2a/{self.assistant.assistant_id}{CARD_PATH}"
         )
 

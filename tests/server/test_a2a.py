@@ -149,6 +149,29 @@ async def test_stream_a_task(server: LiveServer, binding: str) -> None:
     await _close(client)
 
 
+async def test_no_extended_card_is_declared_so_asking_for_one_is_unsupported(
+    server: LiveServer,
+) -> None:
+    """A2A 1.0, 3.3.4: a card without ``capabilities.extendedAgentCard`` answers Get Extended
+    Agent Card with UnsupportedOperationError (not ExtendedAgentCardNotConfiguredError, which
+    is for an agent that declares one). The ``a2a-sdk`` client reads the card and answers with
+    it without asking; the server's own answer is read over both bindings."""
+    url = f"{server.url}/a2a/counter"
+    client = await _client(url)
+    card = await client.get_extended_agent_card(pb.GetExtendedAgentCardRequest())
+    assert card.name == "counter" and not card.capabilities.extended_agent_card
+    await _close(client)
+    headers = {"A2A-Version": "1.0"}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}}
+        rpc = (await http.post(url, json=body)).json()
+        rest = await http.get(f"{url}/extendedAgentCard")
+    assert rpc["error"]["code"] == -32004, rpc
+    assert "offers no extended card" in rpc["error"]["message"]
+    assert rest.status_code == 400 and "offers no extended card" in rest.text
+    assert "UNSUPPORTED_OPERATION" in rest.text
+
+
 async def test_cancel_and_resubscribe(server: LiveServer) -> None:
     client = await _client(f"{server.url}/a2a/gated", streaming=True)
     request = _message("four words go here")
