@@ -144,3 +144,32 @@ async def test_one_built_graph_per_source_whether_an_agent_is_wrapped_or_not() -
     assert as_source(agent) is source and as_source(source) is source
     assert built(source) is built(as_source(agent))
     assert Task(input="x", agent=agent).source is Task(input="x", swarm=source).source
+
+
+async def test_drop_pending_lets_new_input_go_on_top_of_a_waiting_thread(saver: Any) -> None:
+    """A thread that waits for a person takes no new turn; once its pending tasks are
+    dropped (one checkpoint on top, the history kept) the new input is its next turn."""
+    from aworld_graph import Human, Swarm
+
+    writer = Agent(name="writer", model=ScriptedModel(["draft one", "draft two"]))
+    swarm = Swarm(writer, Human(name="review", prompt="ok?"), name="reviewed")
+    first = Task(input="write", swarm=swarm, id="t-on-top")
+    async with GraphRun(first, saver) as run:
+        asked = await run.drive()
+        assert asked.status == "interrupted"
+        history = [s async for s in run.graph.aget_state_history(run.config)]
+        again = Task(input="write again", swarm=swarm, id="t-on-top")
+        async with GraphRun(again, saver) as second:
+            refused = await second.drive(new_turn=True)
+            assert refused.status == "error" and "drop_pending" in refused.msg
+            assert await second.drop_pending({"by": "test"}) is True
+            assert await second.drop_pending() is False  # nothing pending now
+            dropped = await second.snapshot()
+            assert dropped.next == () and dropped.metadata["by"] == "test"
+            done = await second.drive(new_turn=True)
+        after = [s async for s in run.graph.aget_state_history(run.config)]
+    assert done.status == "interrupted" and done.answer == "draft two"  # it asks again
+    users = [m["content"] for m in done.state["messages"] if m["role"] == "user"]
+    assert users[0] == "write" and users[-1] == "write again"
+    kept = {s.config["configurable"]["checkpoint_id"] for s in after}
+    assert {s.config["configurable"]["checkpoint_id"] for s in history} <= kept

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Durability, StateSnapshot
 
@@ -29,7 +30,7 @@ from ..swarm.graph import BuiltGraph, GraphSource, LangGraphApp, as_source
 from ..task import Task, TaskResponse
 from ._app import AppGraph, app_config, respond_app
 from ._drive import drive, run_config
-from ._response import respond
+from ._response import pending_nodes, respond
 from .events import EventSink, RunEvent
 
 __all__ = ["Done", "GraphRun", "built"]
@@ -148,7 +149,9 @@ class GraphRun:
 
         A fresh thread starts with ``task.input``; a thread stopped mid-run goes on from its
         last checkpoint (work whose writes were saved is not redone); a finished one is read
-        back, unless ``new_turn``: then ``task.input`` starts the thread's next turn.
+        back, unless ``new_turn``: then ``task.input`` starts the thread's next turn. A
+        thread that waits for input or stopped mid-run takes no new turn (the response says
+        how to go on), unless its pending tasks are dropped first (:meth:`drop_pending`).
         ``resume`` answers a pending interrupt. ``events`` receives the run's events as they
         happen (with ``states``, also each superstep's updates and each saved checkpoint).
         A thread another process runs now is not touched: the response has status ``busy``.
@@ -245,6 +248,26 @@ class GraphRun:
     async def update_state(self, values: dict[str, Any], *, as_node: str | None) -> None:
         """Write ``values`` to the thread as an update of node ``as_node`` (one checkpoint)."""
         await self.graph.aupdate_state(self.config, values, as_node=as_node)
+
+    async def drop_pending(self, metadata: Mapping[str, Any] | None = None) -> bool:
+        """Clear the tasks the thread has pending (a human step that waits, a node it stopped
+        before or after, the work of a run stopped mid-way) with one checkpoint on top,
+        LangGraph's ``update_state`` with ``as_node=END``, so that new input
+        (``drive(new_turn=True)``) starts the next turn on the state the thread stands in, as
+        LangGraph's loop drops pending tasks for a LangGraph application's new input. Every
+        checkpoint before stays in the history. The new checkpoint carries the thread's
+        metadata with ``metadata`` on top (not LangGraph's own keys, nor a run id: LangGraph
+        would read a checkpoint of a run's own id as that run's re-entry). Returns whether
+        anything was pending (nothing is written when not)."""
+        graph = self.graph
+        snapshot = await graph.aget_state({"configurable": {"thread_id": self.task.id}})
+        if snapshot.config is None or not pending_nodes(snapshot):
+            return False
+        own = ("source", "step", "parents", "writes", "run_id")
+        kept = {k: v for k, v in (snapshot.metadata or {}).items() if k not in own}
+        config: RunnableConfig = {**snapshot.config, "metadata": kept | dict(metadata or {})}
+        await graph.aupdate_state(config, None, as_node=END)
+        return True
 
     async def response(
         self, *, error: str | None = None, started: float | None = None

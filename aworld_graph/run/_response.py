@@ -196,5 +196,8 @@ def no_new_turn(task: Task, snapshot: StateSnapshot) -> TaskResponse:
         else f"continue it with Runners.resume({task.id!r})"
     )
     what = "waits for input" if snapshot.interrupts else "stopped mid-run"
-    msg = f"thread {task.id} {what}, so it takes no new input yet; {how}"
+    msg = (
+        f"thread {task.id} {what}, so it takes no new input yet; {how}, or drop what it has "
+        "pending (GraphRun.drop_pending) to start a new turn on top"
+    )
     return TaskResponse(id=task.id, success=False, msg=msg, status="error", thread_id=task.id)

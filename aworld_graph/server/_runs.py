@@ -718,20 +718,12 @@ class RunManager:
             await compiled.aupdate_state(named, None, as_node=END)
 
     async def _drop_pending(self, run: Run) -> None:
-        """Clear the tasks a workflow's thread has pending (a human step waiting, a node it
-        stopped before: LangGraph's ``update_state`` with ``as_node=END``, a checkpoint on top
-        of the ones kept), so new input is the next turn on top of the state it stopped in, as
-        LangGraph's loop drops them for a LangGraph application's new input (its run does it
-        itself)."""
-        compiled = built(run.assistant.source).compile(self.saver)
-        config: RunnableConfig = {"configurable": {"thread_id": run.thread_id}}
-        snapshot = await compiled.aget_state(config)
-        if snapshot.config and pending_nodes(snapshot):
-            # no run_id: LangGraph reads a checkpoint of the run's own id as a re-entry into
-            # that run and would ignore the new input
-            kept = {k: v for k, v in (snapshot.metadata or {}).items() if k not in _OWN}
-            dropped: RunnableConfig = {**snapshot.config, "metadata": kept | stamp(run.assistant)}
-            await compiled.aupdate_state(dropped, None, as_node=END)
+        """Clear the tasks a workflow's thread has pending (:meth:`GraphRun.drop_pending`), so
+        new input is the next turn on top of the state it stopped in, as LangGraph's loop drops
+        them for a LangGraph application's new input (its run does it itself)."""
+        task = Task(input="", swarm=run.assistant.source, id=run.thread_id)
+        async with GraphRun(task, self.saver) as graph_run:
+            await graph_run.drop_pending(stamp(run.assistant))
 
     async def _drive(self, run: Run, text: str | None, resume: Any) -> None:
         run.status = "running"

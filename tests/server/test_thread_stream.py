@@ -18,8 +18,6 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_client
-from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
 
 from aworld_graph import Agent
 from aworld_graph.checkpoint import TrajectorySaver
@@ -419,15 +417,6 @@ async def test_an_unknown_assistant_or_thread_is_refused(app_server: LiveServer)
     assert gone.status_code == 404
     stale = {"id": 1, "method": "input.respond", "params": {"interrupt_id": "x", "response": 1}}
     assert _post(app_server.url, "/threads/nowhere/commands", stale).status_code == 404
-
-
-async def test_the_websocket_transport_is_refused_at_its_handshake(app_server: LiveServer) -> None:
-    """Only the SSE transport is served: ``transport="websocket"`` gets a 403 handshake."""
-    url = app_server.url.replace("http://", "ws://") + "/threads/t1/stream/events"
-    with pytest.raises(InvalidStatus) as refused:
-        async with connect(url):
-            pass
-    assert refused.value.response.status_code == 403
 
 
 async def test_tools_is_a_thread_stream_channel_not_a_runs_stream_mode(
