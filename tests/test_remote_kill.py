@@ -1,22 +1,22 @@
 """A caller killed with SIGKILL while it answers a remote agent's question never sends the
-answer twice.
+answer twice, over A2A and over the LangGraph API.
 
 The remote is a real ``aworld-graph serve`` of ``tests.server.test_a2a:conversation`` (each
-message is answered with "Anything else?", an ``input-required`` task, until "bye"), reached
-through a loopback proxy written here that forwards every request unchanged and can hold
-one. The caller is the CLI in a child process, running a swarm whose one node is
-``RemoteAgent(url=the proxy)``. The person's first answer is given with ``resume --value``,
-and the caller is killed:
+message is answered with "Anything else?" – an ``input-required`` A2A task, a LangGraph run
+stopped at an interrupt – until "bye"), reached through a loopback proxy written here that
+forwards every request unchanged and can hold one. The caller is the CLI in a child process,
+running a swarm whose one node is ``RemoteAgent`` at the proxy. The person's first answer is
+given with ``resume --value``, and the caller is killed:
 
 - ``sent``: the remote has taken the answer, and the proxy holds its reply, so the caller
   cannot have saved that it sent it;
 - ``saved``: the reply reached the caller and is saved in its checkpoint, and the proxy
   holds the caller's next request (it waits for the remote's next question).
 
-Then ``resume`` in a new process: the remote is asked nothing twice (one SendMessage per
-message id through the proxy, one run per message on the remote thread, the task's history
-the messages in order), the caller stops at the remote's second question, and the answer
-"bye" ends the run with the remote's final answer, as a run never killed does.
+Then ``resume`` in a new process: the remote is sent nothing twice (each message once through
+the proxy, one run per message on the remote thread, whose user messages are the three in
+order), the caller stops at the remote's second question, and the answer "bye" ends the run
+with the remote's final answer, as a run never killed does.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.client import ClientConfig, create_client
-from a2a.types import a2a_pb2 as pb
 from langgraph_sdk import get_client
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -53,28 +51,31 @@ caller = Swarm(
     RemoteAgent(
         name="talk",
         url=os.environ.get("REMOTE_URL", "http://127.0.0.1:9"),
+        assistant_id=os.environ.get("REMOTE_ASSISTANT") or None,
         timeout=60,
         poll_interval=0.05,
     ),
     name="caller",
 )
-"""The workflow the killed CLI runs: one remote node at ``$REMOTE_URL``."""
+"""The workflow the killed CLI runs: one remote node at ``$REMOTE_URL`` (an A2A agent, or
+with ``$REMOTE_ASSISTANT`` that assistant of a LangGraph-API server)."""
 
 _HOP = {"connection", "keep-alive", "transfer-encoding", "upgrade"}
 
 
 class Proxy:
     """Forwards every request to ``target`` as it came (its ``Host`` too, so the agent card
-    names the proxy and the caller's every request passes here), counting the A2A messages
-    sent through it. ``hold``: ``"sent"`` keeps the remote's reply to the first message
-    that answers a task; ``"saved"`` passes that reply, then keeps every later request. A
-    kept request waits until :attr:`release` is set."""
+    names the proxy and the caller's every request passes here), noting what is sent through
+    it. ``hold``: ``"sent"`` keeps the remote's reply to the first answer sent (an A2A message
+    on a task, a LangGraph run that resumes a thread); ``"saved"`` passes that reply, then
+    keeps every later request. A kept request waits until :attr:`release` is set."""
 
     def __init__(self, target: str) -> None:
         self.target = target
         self.hold: str | None = None
-        self.messages: list[dict[str, Any]] = []
-        """The A2A messages sent through the proxy (their JSON), in order."""
+        self.sent: list[tuple[bool, str, str]] = []
+        """What was sent through the proxy, in order: whether it answers, its text, and its
+        thread (the A2A context)."""
         self.answered = threading.Event()
         """Set once the remote has taken an answer (its reply is in hand)."""
         self.release = threading.Event()
@@ -88,9 +89,9 @@ class Proxy:
 
     async def forward(self, request: Request) -> StreamingResponse:
         body = await request.body()
-        message = _message_of(body)
-        if message is not None:
-            self.messages.append(message)
+        sent = _sent_by(request.method, request.url.path, body)
+        if sent is not None:
+            self.sent.append(sent)
         if self._holding:
             await self._kept()
         http = httpx.AsyncClient(timeout=None)
@@ -106,7 +107,7 @@ class Proxy:
             stream=True,
         )
         read: list[bytes] | None = None
-        if message is not None and message.get("taskId") and self.hold and not self._holding:
+        if sent is not None and sent[0] and self.hold and not self._holding:
             read = [chunk async for chunk in upstream.aiter_raw()]  # the answer is taken
             self.answered.set()
             if self.hold == "sent":
@@ -134,15 +135,26 @@ class Proxy:
         self.release.set()
 
 
-def _message_of(body: bytes) -> dict[str, Any] | None:
-    """The A2A message a request sends (JSON-RPC or REST), if it sends one."""
+def _sent_by(method: str, path: str, body: bytes) -> tuple[bool, str, str] | None:
+    """What a request sends, if it sends something: an A2A message (JSON-RPC or REST), or a
+    LangGraph run's input or resume; whether it answers, its text, and its thread."""
     try:
         data = json.loads(body) if body else None
     except ValueError:
         return None
-    params = data.get("params", data) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    params = data.get("params", data)
     message = params.get("message") if isinstance(params, dict) else None
-    return message if isinstance(message, dict) else None
+    if isinstance(message, dict):
+        text = str(message["parts"][0]["text"])
+        return bool(message.get("taskId")), text, str(message["contextId"])
+    parts = path.strip("/").split("/")
+    if method == "POST" and len(parts) == 3 and parts[0] == "threads" and parts[2] == "runs":
+        if data.get("command"):
+            return True, str(data["command"]["resume"]), parts[1]
+        return False, str(data["input"]["messages"][0]["content"]), parts[1]
+    return None
 
 
 @pytest.fixture
@@ -164,9 +176,10 @@ def proxy(remote: ServeProcess) -> Iterator[tuple[Proxy, str]]:
         through.release.set()
 
 
-def _env(db: Path, url: str) -> dict[str, str]:
+def _env(db: Path, url: str, protocol: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "AWORLD_GRAPH_DB": str(db)}
-    env["REMOTE_URL"] = f"{url}/a2a/conversation"
+    env["REMOTE_URL"] = f"{url}/a2a/conversation" if protocol == "a2a" else url
+    env["REMOTE_ASSISTANT"] = "conversation" if protocol == "langgraph" else ""
     env.pop("AWORLD_GRAPH_API_KEY", None)
     return env
 
@@ -179,14 +192,17 @@ def _cli(args: list[str], env: dict[str, str]) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
-def _saved(db: Path, key: str) -> bool:
-    """Whether a saved task write of the caller's store is a dict holding ``key``."""
+def _answer_saved(db: Path) -> bool:
+    """Whether the caller's store holds what sending an answer returned: an A2A reply names
+    the waiting it ``answered``; a LangGraph one names a second remote run."""
     with TrajectorySaver(db) as saver:
-        return any(
-            isinstance(w[2], dict) and key in w[2]
+        saved = [
+            w[2]
             for tup in saver.list(None)
             for w in tup.pending_writes or []
-        )
+            if isinstance(w[2], dict)
+        ]
+    return any("answered" in w for w in saved) or len({w.get("run_id") for w in saved} - {None}) > 1
 
 
 def _kill_when(args: list[str], env: dict[str, str], ready: Any, why: str) -> None:
@@ -218,31 +234,28 @@ def _said(db: Path, thread_id: str) -> list[str]:
     return [m["content"] for m in messages if m.get("_agent") == "talk"]
 
 
-async def _remote_side(url: str, task_id: str) -> tuple[list[str], int]:
-    """The remote task's user messages, in order, and how many runs its thread had."""
-    async with httpx.AsyncClient(timeout=30) as http:
-        client = await create_client(
-            f"{url}/a2a/conversation", ClientConfig(streaming=False, httpx_client=http)
-        )
-        try:
-            task = await client.get_task(pb.GetTaskRequest(id=task_id))
-        finally:
-            await client.close()
-    users = [m.parts[0].text for m in task.history if m.role == pb.Role.ROLE_USER]
+async def _remote_side(url: str, thread_id: str) -> tuple[list[str], int]:
+    """The remote thread's user messages, in order, and how many runs it had (the A2A task's
+    history is that thread's messages; each message it took is a run)."""
     sdk = get_client(url=url, api_key=None)
     try:
-        runs = await sdk.runs.list(task.context_id)
+        state = await sdk.threads.get_state(thread_id)
+        runs = await sdk.runs.list(thread_id)
     finally:
         await sdk.aclose()
+    values = state["values"]
+    assert isinstance(values, dict)
+    users = [m["content"] for m in values["messages"] if m["role"] == "user"]
     return users, len(runs)
 
 
+@pytest.mark.parametrize("protocol", ["a2a", "langgraph"])
 @pytest.mark.parametrize("when", ["sent", "saved"])
 def test_a_caller_killed_around_sending_an_answer_sends_it_once(
-    tmp_path: Path, remote: ServeProcess, proxy: tuple[Proxy, str], when: str
+    tmp_path: Path, remote: ServeProcess, proxy: tuple[Proxy, str], when: str, protocol: str
 ) -> None:
     through, url = proxy
-    clean = _env(tmp_path / "clean.db", url)  # the same conversation, never killed
+    clean = _env(tmp_path / "clean.db", url, protocol)  # the same conversation, never killed
     run = ["run", "tests.test_remote_kill:caller", "--input", "hello", "--task-id"]
     assert _asked(_cli([*run, "c"], clean))
     assert _asked(_cli(["resume", "c", "--value", "one"], clean))
@@ -250,10 +263,10 @@ def test_a_caller_killed_around_sending_an_answer_sends_it_once(
     assert expected["status"] == "finished", expected
     assert _said(tmp_path / "clean.db", "c") == ["one", "bye", expected["answer"]]
     assert expected["answer"].startswith("noted")
-    through.messages.clear()
+    through.sent.clear()
 
     db = tmp_path / "caller.db"
-    env = _env(db, url)
+    env = _env(db, url, protocol)
     first = _cli([*run, "t"], env)
     assert _asked(first) == ["Anything else? (say bye to finish)"]
 
@@ -262,7 +275,7 @@ def test_a_caller_killed_around_sending_an_answer_sends_it_once(
         ready, why = through.answered.is_set, "the remote never took the answer"
     else:
         ready, why = (
-            lambda: through.answered.is_set() and _saved(db, "answered"),
+            lambda: through.answered.is_set() and _answer_saved(db),
             "sending the answer was never saved",
         )
     _kill_when(["resume", "t", "--value", "one"], env, ready, why)
@@ -275,10 +288,9 @@ def test_a_caller_killed_around_sending_an_answer_sends_it_once(
     assert done["answer"] == expected["answer"]
     assert _said(db, "t") == ["one", "bye", done["answer"]]
 
-    sent = [(m.get("taskId") is not None, m["parts"][0]["text"]) for m in through.messages]
+    sent = [(answers, text) for answers, text, _ in through.sent]
     assert sent == [(False, "hello"), (True, "one"), (True, "bye")]  # each sent once
-    ids = [m["messageId"] for m in through.messages]
-    assert len(set(ids)) == 3
-    task_id = next(m["taskId"] for m in through.messages if m.get("taskId"))
-    users, runs = asyncio.run(_remote_side(remote.url, task_id))
+    threads = {thread for _, _, thread in through.sent}
+    assert len(threads) == 1  # one remote task (its context), one remote thread
+    users, runs = asyncio.run(_remote_side(remote.url, threads.pop()))
     assert users == ["hello", "one", "bye"] and runs == 3  # one run per message taken
