@@ -169,11 +169,11 @@ def remote(tmp_path: Path) -> Iterator[ServeProcess]:
 @pytest.fixture
 def proxy(remote: ServeProcess) -> Iterator[tuple[Proxy, str]]:
     through = Proxy(remote.url)
-    try:
-        with LiveServer(through.app) as server:
+    with LiveServer(through.app) as server:
+        try:
             yield through, server.url
-    finally:
-        through.release.set()
+        finally:
+            through.release.set()  # nothing stays held when the server stops
 
 
 def _env(db: Path, url: str, protocol: str) -> dict[str, str]:
