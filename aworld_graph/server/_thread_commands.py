@@ -42,6 +42,7 @@ from starlette.responses import Response, StreamingResponse
 from ..run import LangGraphApp
 from ._app import App, Rows
 from ._assistants import Assistant
+from ._input import check_id
 from ._run_routes import RunRoutes
 from ._runs import Run
 from ._wire import ApiError, sse
@@ -498,8 +499,9 @@ class ThreadCommands:
     async def events(self, request: Request) -> Response:
         thread_id = request.path_params["thread_id"]
         wanted = Filter(await self.app.body(request))
-        if not await self.app.threads.exists(thread_id):
-            raise self.app.threads.not_found(thread_id)
+        # a thread not made yet is awaited, as LangGraph's server does: its first run starts
+        # its events
+        check_id("thread_id", thread_id)
         told = self.runs_told(thread_id)
 
         async def stream() -> AsyncIterator[bytes]:

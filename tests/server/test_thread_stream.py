@@ -413,10 +413,25 @@ async def test_an_unknown_assistant_or_thread_is_refused(app_server: LiveServer)
         assert refused.value.response.status_code == 404
     finally:
         await client.aclose()
-    gone = _post(app_server.url, "/threads/nowhere/stream/events", {"channels": ["values"]})
-    assert gone.status_code == 404
+    odd = _post(app_server.url, "/threads/a%20b/stream/events", {"channels": ["values"]})
+    assert odd.status_code == 422 and "thread_id" in odd.json()["message"]
     stale = {"id": 1, "method": "input.respond", "params": {"interrupt_id": "x", "response": 1}}
     assert _post(app_server.url, "/threads/nowhere/commands", stale).status_code == 404
+
+
+async def test_a_stream_opened_before_its_thread_exists_gets_its_first_run(
+    app_sdk: Any,
+) -> None:
+    """As on LangGraph's server: the SDK's projections may be opened on the thread id it
+    minted before ``run.start`` makes the thread."""
+    async with app_sdk.threads.stream(assistant_id="chat") as thread:
+        watching = asyncio.create_task(_events(thread, ["values", "lifecycle"], "completed"))
+        await asyncio.sleep(0.2)  # the stream is open on a thread that is not there yet
+        assert not watching.done()
+        await thread.run.start(input=USER)
+        seen = await asyncio.wait_for(watching, 30)
+    values = [data for method, _, data in seen if method == "values"]
+    assert values and values[-1]["messages"][-1]["type"] == "ai"
 
 
 async def test_tools_is_a_thread_stream_channel_not_a_runs_stream_mode(
