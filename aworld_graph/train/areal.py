@@ -13,6 +13,13 @@ AReaL itself is not a dependency (its wheels need CUDA torch); nothing here impo
 A row without a prompt or an expected answer, a reward function that raises, or a run that
 did not finish returns ``None`` and is counted in :attr:`AReaLWorkflow.failed`, with its
 reason in :attr:`AReaLWorkflow.errors`; the batch goes on.
+
+Each episode is a new checkpoint thread (``areal-<n>-<uuid>``), so a restarted AReaL samples
+every episode again: AReaL hands ``run`` the dataset row and its proxy's ``base_url``,
+``api_key`` (one per session) and ``http_client``, and the members of a group get the same
+row; its task ids count from 0 in each process and its training step does not reach the
+workflow. Nothing of that names one episode across a restart, and a thread named from it
+would give one episode another's finished run.
 """
 
 from __future__ import annotations

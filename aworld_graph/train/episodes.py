@@ -55,6 +55,11 @@ class Episode:
         return self.error is None and bool(self.sequences)
 
     @property
+    def thread_id(self) -> str | None:
+        """The run's checkpoint thread; ``None`` for a row that never ran."""
+        return self.response.thread_id if self.response is not None else None
+
+    @property
     def last(self) -> TrainingSequence:
         """The sequence of the call that produced the answer."""
         return self.sequences[-1]
@@ -136,8 +141,9 @@ async def run_episode(
 
     ``thread_id``: the run's checkpoint thread. Given the same one again (a trainer restarted
     on the same batch), a finished run is read back from the store and an unfinished one
-    resumes from its last checkpoint, its finished tool calls not run again; by default each
-    episode gets a new thread."""
+    resumes from its last checkpoint, its finished tool calls not run again. By default each
+    episode gets a new thread, ``<thread_prefix>-<index>-<uuid4>`` (the whole uuid: a store
+    that keeps a long training run's episodes never gives two of them one thread)."""
     episode = Episode(index=index)
     try:
         text = prompt_text(row, index)
@@ -153,7 +159,7 @@ async def run_episode(
             f"{list(ANSWER_FIELDS)}; add 'expected'"
         )
         return episode
-    thread = thread_id or f"{thread_prefix}-{index}-{uuid.uuid4().hex[:8]}"
+    thread = thread_id or f"{thread_prefix}-{index}-{uuid.uuid4().hex}"
     response = await Runners.run(
         text, recording(agent) if agent is not None else None, swarm, task_id=thread
     )

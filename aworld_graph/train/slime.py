@@ -15,13 +15,26 @@ a run that did not finish, calls without token ids) gets ``status`` ``ABORTED`` 
 ``Sample.Status``, where the sample has it), no tokens of a response and ``metadata["error"]``;
 it is never filled with text.
 
+Each sample is an episode on a checkpoint thread of its own. slime numbers every training
+sample of a run once (``sample.index``: one per sample of each group, counted on across
+rollouts, and saved and restored with the data source's state at each rollout checkpoint),
+so with ``run_id=`` the sample's thread is ``slime-<run_id>-<index>-<digest>`` (the digest
+of its prompt and label, so a reused ``run_id`` with other data never reads another
+episode back): slime restarted from its checkpoint gives the same samples the same indices,
+their finished episodes are read back from the store and the unfinished ones resume, their
+finished tool calls not run again. Evaluation samples (``evaluation=True``; slime numbers
+them from 0 at every evaluation), samples without an index, and every sample when no
+``run_id`` is given get a new thread.
+
 slime is not on PyPI, so it is not a dependency: the sample is used through its attributes
 only, and the tests check the fields with a plain stand-in (docs/training.md says so).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import hashlib
+import json
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..agent import Agent
@@ -37,16 +50,28 @@ def _status(sample: Any, name: str) -> Any:
     return getattr(status, name) if status is not None and hasattr(status, name) else name.lower()
 
 
+def _digest(row: dict[str, Any]) -> str:
+    """A short digest of a sample's prompt and label (part of its thread id)."""
+    text = json.dumps(row, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
 def slime_generate(
     *,
     agent: Agent,
     reward_func: Callable[..., Any],
     base_url: str | None = None,
     model: str = "default",
-) -> Callable[[Any, Any, Any], Awaitable[Any]]:
-    """slime's custom generate function for ``agent`` (see the module docstring)."""
+    run_id: str | None = None,
+) -> Callable[..., Coroutine[Any, Any, Any]]:
+    """slime's custom generate function for ``agent`` (see the module docstring).
 
-    async def generate(args: Any, sample: Any, sampling_params: Any = None) -> Any:
+    ``run_id``: names this training run, so that a restarted run resumes its samples'
+    episodes from the store; give a new one for a new run."""
+
+    async def generate(
+        args: Any, sample: Any, sampling_params: Any = None, evaluation: bool = False
+    ) -> Any:
         url = base_url or (
             f"http://{args.sglang_router_ip}:{args.sglang_router_port}/v1"
             if getattr(args, "sglang_router_ip", None)
@@ -62,13 +87,18 @@ def slime_generate(
             "prompt": getattr(sample, "prompt", None),
             "expected": getattr(sample, "label", None),
         }
-        index = int(getattr(sample, "index", 0) or 0)
+        number = getattr(sample, "index", None)
+        index = number if isinstance(number, int) else 0
+        thread = None
+        if run_id and isinstance(number, int) and not evaluation:
+            thread = f"slime-{run_id}-{number}-{_digest(row)}"
         episode = await run_episode(
             row,
             index,
             agent=served_by(agent, url, model=model),
             reward_func=reward_func,
             thread_prefix="slime",
+            thread_id=thread,
         )
         if episode.ok:
             assert episode.response is not None
@@ -88,6 +118,8 @@ def slime_generate(
             sample.reward = None
             sample.status = _status(sample, "ABORTED")
             metadata["error"] = episode.error
+        if episode.thread_id is not None:
+            metadata["aworld_thread"] = episode.thread_id
         sample.metadata = metadata
         return sample
 

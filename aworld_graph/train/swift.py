@@ -14,7 +14,15 @@ mask-1 tokens, as ms-swift pairs them) and ``messages`` ending with the answer.
 
 A failed run (a bad request, a raising reward function, a run that did not finish, a call
 without ids) is never training data: its loss mask is all 0 (over the last call's sampled
-ids, or no ids when no call was made) and ``rollout_infos["aworld_error"]`` says why.
+ids, or no ids when no call was made) and ``rollout_infos["aworld_error"]`` says why. Every
+output names its episode's thread in ``rollout_infos["aworld_thread"]`` (when the run started).
+
+Each episode is a new checkpoint thread (``swift-0-<uuid>``), so ms-swift restarted on a
+step samples every episode again: ``run`` gets the request, whose ``uuid`` is the
+``request_id`` ms-swift draws anew (``chatcmpl-<uuid4>``) for every rollout, and its
+``messages`` and ``data_dict`` (the same for the ``num_generations`` rollouts of a prompt); the
+step stays in the trainer. Nothing of that names one episode across a restart, and a thread
+named from it would give one episode another's finished run.
 
 ms-swift pins ``transformers<5.20`` and ``trl<1``, below this project's ``train`` extra:
 install it in an environment of its own (``pip install 'aworld-graph[train-swift]'``). This
@@ -174,7 +182,11 @@ class AWorldScheduler(AgentConfigured, _scheduler_base()):  # type: ignore[misc]
                 response=response,
                 response_token_ids=[ids],
                 response_loss_mask=[[0] * len(ids)],
-                rollout_infos={"num_turns": 0, "aworld_error": episode.error or "no sequence"},
+                rollout_infos={
+                    "num_turns": 0,
+                    "aworld_error": episode.error or "no sequence",
+                    "aworld_thread": episode.thread_id,
+                },
             )
         assert episode.response is not None
         seq = flatten(episode.response, per="turn", reward=episode.reward)[-1]

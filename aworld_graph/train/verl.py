@@ -14,7 +14,15 @@ answering call's sequence becomes the ``AgentLoopOutput`` (``prompt_ids``, ``res
 
 A run that fails (a bad row, a raising reward function, a run that did not finish, a call
 without ids) is never training data: its output has the prompt, no response tokens (so
-nothing of it is in the loss) and ``extra_fields["aworld_error"]`` saying why.
+nothing of it is in the loss) and ``extra_fields["aworld_error"]`` saying why. Every output
+names its episode's thread in ``extra_fields["aworld_thread"]`` (when the run started).
+
+Each episode is a new checkpoint thread (``verl-<index>-<uuid>``), so verl restarted on a
+step samples every episode again: ``run`` gets the row's columns, where ``index`` is the
+dataset row's (the same for the ``rollout.n`` samples of a prompt and at every epoch) and
+``uid`` a new uuid per prompt at every step; the step (``meta_info["global_steps"]``) and the
+sample's number within its group stay in verl's worker. Nothing of that names one episode
+across a restart, and a thread named from it would give one episode another's finished run.
 
 Configure it in the process that runs it (``AWorldAgentLoop.configure(agent=...,
 reward_func=...)``) or, for verl's Ray workers, in the agent loop config file::
@@ -228,7 +236,10 @@ class AWorldAgentLoop(AgentConfigured, _loop_base()):  # type: ignore[misc]
                 response_mask=[],
                 num_turns=0,
                 metrics=verl.AgentLoopMetrics(),
-                extra_fields={"aworld_error": episode.error or "the run gave no sequence"},
+                extra_fields={
+                    "aworld_error": episode.error or "the run gave no sequence",
+                    "aworld_thread": episode.thread_id,
+                },
             )
         assert episode.response is not None
         seq = flatten(episode.response, per="turn", reward=episode.reward)[-1]

@@ -1,21 +1,31 @@
 """AReaL's workflow contract against a loopback token-recording proxy (AReaL itself needs CUDA
 torch and is not installed), and slime's sample fields with a plain stand-in (slime is not on
-PyPI)."""
+PyPI). A slime rollout cut short resumes from the store with the same samples (slime numbers
+each sample of a run once); AReaL hands its workflow nothing that names an episode across a
+restart, so each of its episodes is a new thread."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
-from aworld_graph import Agent, AgentConfig
+from aworld_graph import Agent, AgentConfig, tool
 from aworld_graph.local import ensure_server
 from aworld_graph.rewards import contains
 from aworld_graph.train.areal import AReaLWorkflow
 from aworld_graph.train.slime import slime_generate
+from tests.server.conftest import LiveServer
 from tests.train.token_proxy import TokenProxy
 
 
@@ -109,3 +119,170 @@ def test_slime_generate_fills_the_sample_fields() -> None:
     assert failed.status is Sample.Status.ABORTED
     assert failed.response_length == 0 and failed.reward is None
     assert "row 3" in failed.metadata["error"] and "'expected'" in failed.metadata["error"]
+
+
+class Router:
+    """A loopback vLLM-style endpoint standing in for slime's router or AReaL's proxy: it asks
+    for ``add`` on a new task and answers ``4`` once the tool result is in, with token ids and
+    logprobs that follow from the request (so two runs of the same episode get the same ones).
+    While :attr:`down` names a task, its answering call fails (HTTP 404, no retry), as a
+    rollout cut off after the tool call finished. :attr:`requests` counts every call."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        self.down: str | None = None
+        self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
+
+    async def chat(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        messages = body["messages"]
+        task = next(m["content"] for m in messages if m["role"] == "user")
+        answering = any(m["role"] == "tool" for m in messages)
+        self.requests.append(task)
+        if answering and self.down is not None and self.down in task:
+            self.down = None
+            return JSONResponse({"error": {"message": "the router went away"}}, status_code=404)
+        message: dict[str, Any] = {"role": "assistant", "content": "4"}
+        ids = [52, 2]
+        if not answering:
+            args = json.dumps({"a": 2, "b": 2})
+            function = {"name": "add", "arguments": args}
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "call_1", "type": "function", "function": function}],
+            }
+            ids = [7, 8, 9]
+        prompt = [len(messages), *(ord(c) for c in task)]
+        content = [{"token": str(t), "logprob": -0.125 * (i + 1)} for i, t in enumerate(ids)]
+        return JSONResponse(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "default",
+                "prompt_token_ids": prompt,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": "stop" if answering else "tool_calls",
+                        "logprobs": {"content": content},
+                        "token_ids": ids,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": len(prompt),
+                    "completion_tokens": len(ids),
+                    "total_tokens": len(prompt) + len(ids),
+                },
+            }
+        )
+
+
+@pytest.fixture
+def router() -> Iterator[tuple[Router, str]]:
+    scripted = Router()
+    with LiveServer(scripted.app) as live:
+        yield scripted, f"{live.url}/v1"
+
+
+def _adder(ran: list[int]) -> Agent:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        ran.append(a + b)
+        return a + b
+
+    return Agent(name="solver", system_prompt="Use add.", tools=[add])
+
+
+def _fields(sample: Sample) -> dict[str, Any]:
+    """What slime trains on (the thread id left out)."""
+    out = dataclasses.asdict(sample)
+    out["metadata"] = {k: v for k, v in sample.metadata.items() if k != "aworld_thread"}
+    return out
+
+
+def test_a_restarted_slime_rollout_resumes_its_samples(router: tuple[Router, str]) -> None:
+    server, url = router
+    ran: list[int] = []
+    generate = slime_generate(agent=_adder(ran), reward_func=contains, base_url=url, run_id="r1")
+
+    def samples() -> list[Sample]:  # what slime's data source gives again after a restart
+        return [Sample(index=i, prompt=f"2+2 ({n})", label="4") for i, n in enumerate("ABC")]
+
+    async def rollout(batch: list[Sample], **kw: Any) -> list[Sample]:
+        return [await generate(None, s, {}, **kw) for s in batch]
+
+    # the first attempt: A finishes, B's tool call finishes and its next call fails; then the
+    # process is gone before C
+    server.down = "(B)"
+    first = asyncio.run(rollout(samples()[:2]))
+    assert first[0].status is Sample.Status.COMPLETED
+    assert (
+        first[1].status is Sample.Status.ABORTED and "status 'error'" in first[1].metadata["error"]
+    )
+    assert ran == [4, 4] and len(server.requests) == 4
+    server.requests.clear()
+    again = asyncio.run(rollout(samples()))
+    assert [s.status for s in again] == [Sample.Status.COMPLETED] * 3
+    assert server.requests == ["2+2 (B)", "2+2 (C)", "2+2 (C)"]  # A read back, B resumed
+    assert ran == [4, 4, 4]  # B's finished tool call was not run again
+    assert [s.metadata["aworld_thread"] for s in again] == [
+        s.metadata["aworld_thread"] for s in (*first, again[2])
+    ]
+    assert again[0].metadata["aworld_thread"].startswith("slime-r1-0-")
+    # the same as a rollout that was never cut short (another run, so nothing is read back)
+    server.requests.clear()
+    fresh = slime_generate(agent=_adder(ran), reward_func=contains, base_url=url, run_id="r2")
+    clean = [asyncio.run(fresh(None, s, {})) for s in samples()]
+    assert len(server.requests) == 6
+    assert [_fields(s) for s in again] == [_fields(s) for s in clean]
+    # system, task, tool call, tool result; then the answer
+    assert again[1].tokens == [4, *(ord(c) for c in "2+2 (B)"), 52, 2]
+    assert again[1].reward == 1.0 and again[1].loss_mask == [1, 1]
+
+
+def test_slime_samples_that_are_not_the_same_episode_get_threads_of_their_own(
+    router: tuple[Router, str],
+) -> None:
+    server, url = router
+    ran: list[int] = []
+    agent = _adder(ran)
+    named = slime_generate(agent=agent, reward_func=contains, base_url=url, run_id="r1")
+    unnamed = slime_generate(agent=agent, reward_func=contains, base_url=url)
+
+    def thread(generate: Any, sample: Sample, **kw: Any) -> str:
+        done = asyncio.run(generate(None, sample, {}, **kw))
+        assert done.status is Sample.Status.COMPLETED
+        return str(done.metadata["aworld_thread"])
+
+    first = thread(named, Sample(index=0, prompt="2+2 (A)", label="4"))
+    assert thread(named, Sample(index=0, prompt="2+2 (A)", label="4")) == first
+    assert len(server.requests) == 2  # read back
+    others = {
+        # slime numbers evaluation samples from 0 at every evaluation
+        thread(named, Sample(index=0, prompt="2+2 (A)", label="4"), evaluation=True),
+        thread(named, Sample(index=0, prompt="2+2 (D)", label="4")),  # other data, same run_id
+        thread(unnamed, Sample(index=0, prompt="2+2 (A)", label="4")),
+        thread(unnamed, Sample(index=0, prompt="2+2 (A)", label="4")),
+    }
+    assert len(others) == 4 and first not in others
+    assert len(server.requests) == 2 + 4 * 2 and len(ran) == 5  # each sampled anew
+
+
+def test_areal_episodes_are_new_threads(router: tuple[Router, str]) -> None:
+    """AReaL's ``run(data, **kwargs)`` gets the row and a per-session proxy key, and a group's
+    members get the same row: nothing names an episode across a restart, so none is read back."""
+    server, url = router
+    ran: list[int] = []
+    workflow = AReaLWorkflow(agent=_adder(ran), reward_func=contains)
+    row = {"messages": [{"role": "user", "content": "2+2 (A)"}], "answer": "4"}
+
+    async def group() -> list[float | None]:
+        return [await workflow.run(dict(row), base_url=url, api_key="session") for _ in range(2)]
+
+    assert asyncio.run(group()) == [1.0, 1.0]
+    threads = {e.thread_id for e in workflow.episodes}
+    assert len(threads) == 2 and len(server.requests) == 4 and ran == [4, 4]

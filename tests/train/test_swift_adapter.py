@@ -119,3 +119,8 @@ def test_swift_scheduler_with_swifts_classes(tmp_path: Any) -> None:
     failed = result["failed"]
     assert "scorer down" in failed["rollout_infos"]["aworld_error"]
     assert set(failed["response_loss_mask"][0]) <= {0}  # nothing of it is in the loss
+    # ms-swift's request ids are new at every rollout: the same request again is sampled anew
+    # on a thread of its own, never read back as another episode's run
+    threads = [out["rollout_infos"]["aworld_thread"], failed["rollout_infos"]["aworld_thread"]]
+    assert threads[0] != threads[1] and all(t.startswith("swift-0-") for t in threads)
+    assert len(server.sampled) == 2

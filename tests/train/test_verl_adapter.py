@@ -158,6 +158,12 @@ def test_verl_agent_loop_with_verls_classes(tmp_path: Any) -> None:
     assert failed["response_ids"] == [] and failed["response_mask"] == []
     assert "scorer down" in failed["extra_fields"]["aworld_error"]
     assert failed["reward_score"] is None
+    # verl hands the loop nothing that names an episode across a restart (the same row comes
+    # with the same columns for each of a prompt's samples): the same row again is sampled
+    # anew on a thread of its own, never read back as another episode's run
+    threads = [out["extra_fields"]["aworld_thread"], failed["extra_fields"]["aworld_thread"]]
+    assert threads[0] != threads[1] and all(t.startswith("verl-0-") for t in threads)
+    assert len(server.sampled) == 2
 
 
 if __name__ == "__main__":
