@@ -15,6 +15,7 @@ import uvicorn
 from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.server import Assistant, create_app, http_protocol
 from tests.server import apps
+from tests.server.langgraph_dev import Side, Unavailable, both_servers, write_project
 
 TARGETS = ("approval", "chat", "counter", "gated")
 
@@ -87,3 +88,16 @@ def serve(store: TrajectorySaver) -> Iterator[Callable[..., LiveServer]]:
 @pytest.fixture
 def server(serve: Callable[..., LiveServer]) -> LiveServer:
     return serve()
+
+
+@pytest.fixture(scope="session")
+def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
+    """``langgraph dev`` and ``aworld-graph serve`` on the same LangGraph project
+    (:func:`~tests.server.langgraph_dev.write_project`), one pair for every side-by-side
+    module that compares them on it; skips when ``langgraph dev`` cannot be installed."""
+    folder = tmp_path_factory.mktemp("project")
+    try:
+        with both_servers(write_project(folder), folder / "ours.db") as pair:
+            yield pair
+    except Unavailable as exc:
+        pytest.skip(str(exc))

@@ -16,6 +16,9 @@ import subprocess
 import sys
 import time
 import venv
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -257,3 +260,29 @@ def aworld_serve(config: Path, db: Path, port: int | None = None) -> Process:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("AWORLD_GRAPH_API_KEY", None)
     return Process("aworld-graph", command, port, config.parent, env)
+
+
+@dataclass
+class Side:
+    """One of the two servers of a side-by-side test."""
+
+    url: str
+    aliases: dict[str, str]
+    """The side's system assistant ids by graph id (LangGraph's server: a uuid5 per graph;
+    ours: the graph id itself, documented in docs/server.md)."""
+
+
+def side_of(url: str) -> Side:
+    """The server at ``url`` as a :class:`Side` (its system assistants read from it)."""
+    found = httpx.post(f"{url}/assistants/search", json={"limit": 100}, timeout=30).json()
+    return Side(url, {a["assistant_id"]: a["graph_id"] for a in found})
+
+
+@contextmanager
+def both_servers(config: Path, db: Path) -> Iterator[dict[str, Side]]:
+    """``langgraph dev`` (``"peer"``) and ``aworld-graph serve`` (``"ours"``, on ``db``) on
+    the project of ``config``, stopped when the block ends; raises :class:`Unavailable` when
+    ``langgraph dev`` cannot be installed."""
+    langgraph_dev_bin()
+    with langgraph_dev(config) as peer, aworld_serve(config, db) as ours:
+        yield {"peer": side_of(peer.url), "ours": side_of(ours.url)}

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from tests.server import langgraph_more_apps
-from tests.server.langgraph_dev import Unavailable, aworld_serve, langgraph_dev
-from tests.server.test_vs_langgraph_dev import Side, _side, both, state, status_of
+from tests.server.langgraph_dev import Unavailable, both_servers
+from tests.server.test_vs_langgraph_dev import Side, both, state, status_of
 
 pytestmark = pytest.mark.slow
 
@@ -44,14 +44,13 @@ def write_project(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
+    """Both servers on :func:`write_project`'s project (this module's own pair)."""
     folder = tmp_path_factory.mktemp("project")
-    config = write_project(folder)
     try:
-        peer = langgraph_dev(config)  # installs langgraph-cli into its venv on first use
+        with both_servers(write_project(folder), folder / "ours.db") as pair:
+            yield pair
     except Unavailable as exc:
         pytest.skip(str(exc))
-    with peer, aworld_serve(config, folder / "ours.db") as ours:
-        yield {"peer": _side(peer.url), "ours": _side(ours.url)}
 
 
 async def test_a_command_steers_a_run_alike(sides: dict[str, Side]) -> None:

@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.test_vs_langgraph_dev import Side, both, said, sides, status_of, user
-
-__all__ = ["sides"]  # the fixture: both servers on the same project
+from tests.server.test_vs_langgraph_dev import Side, both, said, status_of, user
 
 pytestmark = pytest.mark.slow
 

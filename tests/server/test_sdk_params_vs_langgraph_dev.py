@@ -13,9 +13,7 @@ from typing import Any
 import pytest
 
 from tests.server.test_sdk_params import SUPERSTEPS
-from tests.server.test_vs_langgraph_dev import Side, both, sides, state, status_of, user
-
-__all__ = ["sides"]  # the fixture: both servers on the same project
+from tests.server.test_vs_langgraph_dev import Side, both, state, status_of, user
 
 pytestmark = pytest.mark.slow
 

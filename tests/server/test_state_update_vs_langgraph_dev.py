@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.test_vs_langgraph_dev import Side, both, sides, state, user
-
-__all__ = ["sides"]  # the fixture: both servers on the same project
+from tests.server.test_vs_langgraph_dev import Side, both, state, user
 
 pytestmark = pytest.mark.slow
 

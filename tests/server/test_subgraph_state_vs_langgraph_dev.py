@@ -15,7 +15,7 @@ import pytest
 from langgraph_sdk import get_client
 
 from tests.server import nested_interrupt
-from tests.server.langgraph_dev import Unavailable, aworld_serve, langgraph_dev, langgraph_dev_bin
+from tests.server.langgraph_dev import Unavailable, both_servers
 from tests.server.test_vs_langgraph_dev import normalise
 
 pytestmark = pytest.mark.slow
@@ -23,18 +23,17 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    try:
-        langgraph_dev_bin()
-    except Unavailable as exc:
-        pytest.skip(str(exc))
     folder = tmp_path_factory.mktemp("nested")
     (folder / "graphs.py").write_text(Path(nested_interrupt.__file__).read_text())
     config = folder / "langgraph.json"
     config.write_text(
         json.dumps({"dependencies": ["."], "graphs": {"parent": "./graphs.py:parent"}})
     )
-    with langgraph_dev(config) as peer, aworld_serve(config, folder / "ours.db") as ours:
-        yield {"peer": peer.url, "ours": ours.url}
+    try:
+        with both_servers(config, folder / "ours.db") as pair:
+            yield {name: side.url for name, side in pair.items()}
+    except Unavailable as exc:
+        pytest.skip(str(exc))
 
 
 def _state(s: dict[str, Any] | None) -> Any:

@@ -7,8 +7,6 @@ protocol's error frame naming the field; the API key and a page's origin checked
 handshake. Side by side with LangGraph's own server (``langgraph dev``), a run and an
 interrupt over the WebSocket end alike, and malformed frames get the same error codes."""
 
-# ruff: noqa: F811 (the side-by-side fixture, imported here, is the tests' parameter)
-
 from __future__ import annotations
 
 import asyncio
@@ -27,7 +25,7 @@ from aworld_graph.server import create_app
 from tests.server.app_server import served
 from tests.server.conftest import LiveServer
 from tests.server.test_thread_stream_vs_langgraph_dev import said
-from tests.server.test_vs_langgraph_dev import Side, both, sides, user  # noqa: F401
+from tests.server.test_vs_langgraph_dev import Side, both, user
 
 KEY = "socket-test-key"
 HEADERS = {"x-api-key": KEY}

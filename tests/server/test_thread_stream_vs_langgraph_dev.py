@@ -14,14 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.server import langgraph_tool_app
-from tests.server.langgraph_dev import Unavailable, aworld_serve, langgraph_dev, langgraph_dev_bin
-from tests.server.test_vs_langgraph_dev import Side, both, sides, status_of, user
+from tests.server.langgraph_dev import Unavailable, both_servers
+from tests.server.test_vs_langgraph_dev import Side, both, status_of, user
 
-__all__ = ["sides", "tool_sides"]  # the fixtures: both servers on the same project
+__all__ = ["tool_sides"]  # the fixture: both servers on the tool project
 
 pytestmark = pytest.mark.slow
 
@@ -112,18 +111,12 @@ def _tool_project(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def tool_sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
     """Both servers on the project of :func:`_tool_project`."""
+    config = _tool_project(tmp_path_factory.mktemp("tools"))
     try:
-        langgraph_dev_bin()
+        with both_servers(config, config.parent / "ours.db") as pair:
+            yield pair
     except Unavailable as exc:
         pytest.skip(str(exc))
-    config = _tool_project(tmp_path_factory.mktemp("tools"))
-    with langgraph_dev(config) as peer, aworld_serve(config, config.parent / "ours.db") as ours:
-        yield {"peer": _side(peer.url), "ours": _side(ours.url)}
-
-
-def _side(url: str) -> Side:
-    found = httpx.post(f"{url}/assistants/search", json={"limit": 100}, timeout=30).json()
-    return Side(url, {a["assistant_id"]: a["graph_id"] for a in found})
 
 
 def _tool_scenario(text: str, assistant: str = "tooled") -> Any:

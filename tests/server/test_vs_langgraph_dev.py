@@ -20,8 +20,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -30,14 +29,7 @@ from langgraph.pregel.remote import RemoteGraph
 from langgraph.types import Command
 from langgraph_sdk import get_client
 
-from tests.server.langgraph_dev import (
-    Process,
-    Unavailable,
-    aworld_serve,
-    langgraph_dev,
-    langgraph_dev_bin,
-    write_project,
-)
+from tests.server.langgraph_dev import Side
 
 pytestmark = pytest.mark.slow
 
@@ -47,32 +39,6 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 _INTERRUPT_ID = re.compile(r"^[0-9a-f]{32}$")
 _STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
 _MESSAGE_ID = re.compile(r"^lc_run--(<id\d+>)(-\d+)?$")
-
-
-@dataclass
-class Side:
-    url: str
-    aliases: dict[str, str]
-    """The side's system assistant ids by graph id (LangGraph's server: a uuid5 per graph;
-    ours: the graph id itself, documented in docs/server.md)."""
-
-
-@pytest.fixture(scope="module")
-def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
-    try:
-        langgraph_dev_bin()
-    except Unavailable as exc:
-        pytest.skip(str(exc))
-    folder = tmp_path_factory.mktemp("project")
-    config = write_project(folder)
-    peer: Process
-    with langgraph_dev(config) as peer, aworld_serve(config, folder / "ours.db") as ours:
-        yield {"peer": _side(peer.url), "ours": _side(ours.url)}
-
-
-def _side(url: str) -> Side:
-    found = httpx.post(f"{url}/assistants/search", json={"limit": 100}, timeout=30).json()
-    return Side(url, {a["assistant_id"]: a["graph_id"] for a in found})
 
 
 def normalise(value: Any, aliases: dict[str, str], ids: dict[str, str] | None = None) -> Any:
