@@ -141,9 +141,11 @@ async def run_episode(
 
     ``thread_id``: the run's checkpoint thread. Given the same one again (a trainer restarted
     on the same batch), a finished run is read back from the store and an unfinished one
-    resumes from its last checkpoint, its finished tool calls not run again. By default each
-    episode gets a new thread, ``<thread_prefix>-<index>-<uuid4>`` (the whole uuid: a store
-    that keeps a long training run's episodes never gives two of them one thread)."""
+    resumes from its last checkpoint, its finished tool calls not run again; a thread that
+    holds another task's run fails the row (that run is never taken for this row's). By
+    default each episode gets a new thread, ``<thread_prefix>-<index>-<uuid4>`` (the whole
+    uuid: a store that keeps a long training run's episodes never gives two of them one
+    thread)."""
     episode = Episode(index=index)
     try:
         text = prompt_text(row, index)
@@ -163,6 +165,13 @@ async def run_episode(
     response = await Runners.run(
         text, recording(agent) if agent is not None else None, swarm, task_id=thread
     )
+    stored = response.state.get("input")
+    if isinstance(stored, str) and stored != text:  # a thread named twice: never its run
+        episode.error = (
+            f"row {index}: thread {thread!r} holds another episode (its task is "
+            f"{stored[:60]!r}, this row's {text[:60]!r}); give each training run its own run_id"
+        )
+        return episode
     episode.response = response
     if reward_func is not None:
         try:

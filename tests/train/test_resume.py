@@ -1,5 +1,8 @@
 """A TRL rollout restarted on the same step resumes its episodes from the store: a finished
-tool call is not run again, and a finished episode is read back, not sampled again."""
+tool call is not run again, and a finished episode is read back, not sampled again. A thread
+name that comes again with another task (a run_id reused on other data) fails that row: the
+other task's run is never read back as its episode. (slime's resume:
+tests/train/test_areal_slime.py.)"""
 
 from __future__ import annotations
 
@@ -68,3 +71,23 @@ def test_a_restarted_step_resumes_its_episodes() -> None:
     assert len(calls) == 3  # a finished episode is read back
     func(["What is 2+2?"], Trainer(step=4))
     assert len(calls) == 5 and ran == [(2, 2), (2, 2)]  # a new step samples anew
+
+
+def test_a_thread_holding_another_task_is_never_read_back_as_this_one() -> None:
+    calls: list[str] = []
+
+    def model(messages: list[dict[str, Any]], tools: Any) -> Any:
+        calls.append(messages[-1]["content"])
+        return "4" if "2+2" in messages[-1]["content"] else "6"
+
+    agent = Agent(name="a", system_prompt="s", model=FunctionModel(model))
+    func = rollout_func(agent=agent, run_id="exp1")
+    assert func(["What is 2+2?"], Trainer(step=3))["answer"] == ["4"]
+    reused = func(["What is 3+3?"], Trainer(step=3))  # the same run_id on other data
+    error = reused["aworld_error"][0]
+    assert "thread 'trl-exp1-s3-0' holds another episode" in error
+    assert "'What is 2+2?'" in error and "own run_id" in error
+    assert reused["answer"] == [None] and reused["aworld_reward"] == [None]
+    assert reused["env_mask"] == [[0]]  # nothing of it is trained on
+    assert calls == ["What is 2+2?"]
+    assert func(["What is 3+3?"], Trainer(step=4))["answer"] == ["6"]  # its own thread
