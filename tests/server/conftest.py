@@ -15,7 +15,7 @@ import uvicorn
 from aworld_graph.checkpoint import TrajectorySaver
 from aworld_graph.server import Assistant, create_app, http_protocol
 from tests.server import apps
-from tests.server.langgraph_dev import Side, Unavailable, both_servers, write_project
+from tests.server.langgraph_dev import Side, pair_or_skip, write_project
 
 TARGETS = ("approval", "chat", "counter", "gated")
 
@@ -96,8 +96,4 @@ def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]
     (:func:`~tests.server.langgraph_dev.write_project`), one pair for every side-by-side
     module that compares them on it; skips when ``langgraph dev`` cannot be installed."""
     folder = tmp_path_factory.mktemp("project")
-    try:
-        with both_servers(write_project(folder), folder / "ours.db") as pair:
-            yield pair
-    except Unavailable as exc:
-        pytest.skip(str(exc))
+    yield from pair_or_skip(write_project(folder), folder / "ours.db")

@@ -286,3 +286,15 @@ def both_servers(config: Path, db: Path) -> Iterator[dict[str, Side]]:
     langgraph_dev_bin()
     with langgraph_dev(config) as peer, aworld_serve(config, db) as ours:
         yield {"peer": side_of(peer.url), "ours": side_of(ours.url)}
+
+
+def pair_or_skip(config: Path, db: Path) -> Iterator[dict[str, Side]]:
+    """:func:`both_servers` for a fixture to ``yield from``: the test skips, saying why, when
+    ``langgraph dev`` cannot be installed."""
+    import pytest
+
+    try:
+        with both_servers(config, db) as pair:
+            yield pair
+    except Unavailable as exc:
+        pytest.skip(str(exc))

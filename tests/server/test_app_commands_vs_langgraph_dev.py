@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.server import langgraph_more_apps
-from tests.server.langgraph_dev import Unavailable, both_servers
+from tests.server.langgraph_dev import pair_or_skip
 from tests.server.test_vs_langgraph_dev import Side, both, state, status_of
 
 pytestmark = pytest.mark.slow
@@ -46,11 +46,7 @@ def write_project(folder: Path) -> Path:
 def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
     """Both servers on :func:`write_project`'s project (this module's own pair)."""
     folder = tmp_path_factory.mktemp("project")
-    try:
-        with both_servers(write_project(folder), folder / "ours.db") as pair:
-            yield pair
-    except Unavailable as exc:
-        pytest.skip(str(exc))
+    yield from pair_or_skip(write_project(folder), folder / "ours.db")
 
 
 async def test_a_command_steers_a_run_alike(sides: dict[str, Side]) -> None:

@@ -15,7 +15,7 @@ import pytest
 from langgraph_sdk import get_client
 
 from tests.server import nested_interrupt
-from tests.server.langgraph_dev import Unavailable, both_servers
+from tests.server.langgraph_dev import pair_or_skip
 from tests.server.test_vs_langgraph_dev import normalise
 
 pytestmark = pytest.mark.slow
@@ -29,11 +29,8 @@ def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     config.write_text(
         json.dumps({"dependencies": ["."], "graphs": {"parent": "./graphs.py:parent"}})
     )
-    try:
-        with both_servers(config, folder / "ours.db") as pair:
-            yield {name: side.url for name, side in pair.items()}
-    except Unavailable as exc:
-        pytest.skip(str(exc))
+    for pair in pair_or_skip(config, folder / "ours.db"):
+        yield {name: side.url for name, side in pair.items()}
 
 
 def _state(s: dict[str, Any] | None) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.server import langgraph_tool_app
-from tests.server.langgraph_dev import Unavailable, both_servers
+from tests.server.langgraph_dev import pair_or_skip
 from tests.server.test_vs_langgraph_dev import Side, both, status_of, user
 
 __all__ = ["tool_sides"]  # the fixture: both servers on the tool project
@@ -112,11 +112,7 @@ def _tool_project(folder: Path) -> Path:
 def tool_sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Side]]:
     """Both servers on the project of :func:`_tool_project`."""
     config = _tool_project(tmp_path_factory.mktemp("tools"))
-    try:
-        with both_servers(config, config.parent / "ours.db") as pair:
-            yield pair
-    except Unavailable as exc:
-        pytest.skip(str(exc))
+    yield from pair_or_skip(config, config.parent / "ours.db")
 
 
 def _tool_scenario(text: str, assistant: str = "tooled") -> Any:
