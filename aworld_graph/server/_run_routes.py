@@ -14,7 +14,7 @@ import asyncio
 import builtins
 import re
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -467,8 +467,7 @@ class RunRoutes:
         if not await self.threads.exists(thread_id):
             raise self.threads.not_found(thread_id)
         runs = await self.runs.of_thread(thread_id)
-        seen = {r["run_id"] for r in runs}
-        runs += [r for r in await self.past(thread_id) if r["run_id"] not in seen]
+        runs += await self.past(thread_id, known={r["run_id"] for r in runs})
         runs.sort(key=lambda r: r["created_at"], reverse=True)
         status = request.query_params.get("status")
         runs = [r for r in runs if not status or r["status"] == status]
@@ -481,12 +480,16 @@ class RunRoutes:
             page = [{k: v for k, v in r.items() if k in select} for r in page]
         return self.app.json(page)
 
-    async def past(self, thread_id: str) -> builtins.list[dict[str, Any]]:
+    async def past(
+        self, thread_id: str, known: Collection[str] = ()
+    ) -> builtins.list[dict[str, Any]]:
         """Runs read back from the thread's checkpoints (the CLI's and the library's, which
-        have no row in the ``runs`` table): a run's status follows from where the thread
-        stands. The last run of a thread that stopped mid-run is ``interrupted`` (continue it
-        with a new run with input null); one that stopped at a human step ended ``success``,
-        as LangGraph's server says."""
+        have no row in the ``runs`` table; ``known``: the runs that have one): a run's status
+        follows from where the thread stands. The last run of a thread that stopped mid-run is
+        ``interrupted`` (continue it with a new run with input null); one that stopped at a
+        human step ended ``success``, as LangGraph's server says. A run this server made is
+        not read back: it has its row until ``DELETE …/runs/{run}``, and is gone after that,
+        as on LangGraph's server."""
         rows = await asyncio.to_thread(self.threads.saver.transitions, thread_id)
         runs: dict[str, dict[str, Any]] = {}
         last: str | None = None
@@ -499,12 +502,16 @@ class RunRoutes:
             entry["updated_at"] = row.created_at
             entry["error"] = entry["error"] or bool(row.error)
             last = row.run_id
-        if not runs:
+        elsewhere = [r for r in runs if r not in known]
+        elsewhere = await asyncio.to_thread(self._made_elsewhere, thread_id, elsewhere)
+        if not elsewhere:
             return []
         thread = await self.threads.get(thread_id)
         assistant_id = thread["metadata"].get("assistant_id")
         out = []
         for run_id, entry in runs.items():
+            if run_id not in elsewhere:
+                continue
             status = "error" if entry["error"] else "success"
             if run_id == last and not self.runs.busy(thread_id) and not thread["interrupts"]:
                 status = {"interrupted": "interrupted", "error": "error"}.get(
@@ -524,6 +531,22 @@ class RunRoutes:
                 }
             )
         return out
+
+    def _made_elsewhere(self, thread_id: str, run_ids: Sequence[str]) -> builtins.list[str]:
+        """Those of ``run_ids`` that the CLI or the library made on the thread: their
+        checkpoints carry no ``assistant_id`` (this server stamps its runs' with one)."""
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        return [
+            run_id
+            for run_id in run_ids
+            if next(
+                self.threads.saver.list(
+                    config, filter={"run_id": run_id, "assistant_id": None}, limit=1
+                ),
+                None,
+            )
+            is not None
+        ]
 
     async def join(self, request: Request) -> Response:
         found = await self._run(request)
