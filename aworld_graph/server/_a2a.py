@@ -235,6 +235,16 @@ class A2ATasks:
         except ApiError:  # not stored yet (a new thread's first run has not started)
             return {"values": {}, "interrupts": [], "next": []}
 
+    async def _left(self, chain: _Chain) -> dict[str, Any]:
+        """The thread's state at the last checkpoint of the task's last run (its checkpoints'
+        metadata names the run), so its answer and history are its own, not a later task's."""
+        query = {"metadata": {"run_id": str(chain.last["run_id"])}, "limit": 1}
+        try:
+            found = await self.threads.history(chain.thread_id, query)
+        except ApiError:
+            found = []
+        return found[0] if found else {"values": {}, "interrupts": [], "next": []}
+
     def _status(self, chain: _Chain) -> tuple[str, dict[str, Any] | None, str]:
         """The last run's status and error (as held, else as stored), and its id."""
         run_id = str(chain.last["run_id"])
@@ -247,7 +257,9 @@ class A2ATasks:
         """The A2A ``Task`` of ``chain`` as the store has it now."""
         status, error, run_id = self._status(chain)
         thread_id, task_id = chain.thread_id, chain.task_id
-        if state is None:
+        if not chain.latest:  # a later task ran on its thread: the thread as this one left it
+            state = await self._left(chain)
+        elif state is None:
             state = await self._thread_state(thread_id)
         values = state.get("values") or {}
         answer = values.get("answer")

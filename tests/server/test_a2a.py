@@ -117,6 +117,11 @@ async def test_send_get_list_on_a_thread_the_langgraph_api_sees(
 
     got = await client.get_task(pb.GetTaskRequest(id=first.id, history_length=1))
     assert got.status.state == S.TASK_STATE_COMPLETED and len(got.history) == 1
+    # the first task reads as it ended, not as the thread is after the second
+    got = await client.get_task(pb.GetTaskRequest(id=first.id))
+    assert [a.parts[0].text for a in got.artifacts] == ["turn 1: hello there"]
+    assert got.status.message.parts[0].text == "turn 1: hello there"
+    assert [m.parts[0].text for m in got.history] == ["hello there", "turn 1: hello there"]
     listed = await client.list_tasks(pb.ListTasksRequest(context_id=first.context_id))
     assert [t.id for t in listed.tasks] == [second.id, first.id] and listed.total_size == 2
     paged = await client.list_tasks(pb.ListTasksRequest(page_size=1))
