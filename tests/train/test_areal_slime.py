@@ -1,8 +1,9 @@
 """AReaL's workflow contract against a loopback token-recording proxy (AReaL itself needs CUDA
 torch and is not installed), and slime's sample fields with a plain stand-in (slime is not on
-PyPI). A slime rollout cut short resumes from the store with the same samples (slime numbers
-each sample of a run once); AReaL hands its workflow nothing that names an episode across a
-restart, so each of its episodes is a new thread."""
+PyPI). A slime rollout cut short (a failing call, or its process killed) resumes from the
+store with the same samples (slime numbers each sample of a run once); AReaL hands its
+workflow nothing that names an episode across a restart, so each of its episodes is a new
+thread."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ import asyncio
 import dataclasses
 import enum
 import json
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +33,7 @@ from aworld_graph.train.areal import AReaLWorkflow
 from aworld_graph.train.slime import slime_generate
 from tests.server.conftest import LiveServer
 from tests.train.token_proxy import TokenProxy
+from tests.train.trainer_venv import ROOT
 
 
 def _agent() -> Agent:
@@ -131,6 +138,8 @@ class Router:
     def __init__(self) -> None:
         self.requests: list[str] = []
         self.down: str | None = None
+        self.hold: str | None = None
+        """While it names a task, that task's answering call waits (a rollout in flight)."""
         self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
 
     async def chat(self, request: Request) -> JSONResponse:
@@ -142,6 +151,10 @@ class Router:
         if answering and self.down is not None and self.down in task:
             self.down = None
             return JSONResponse({"error": {"message": "the router went away"}}, status_code=404)
+        for _ in range(1200):  # 60 s at most
+            if not (answering and self.hold is not None and self.hold in task):
+                break
+            await asyncio.sleep(0.05)
         message: dict[str, Any] = {"role": "assistant", "content": "4"}
         ids = [52, 2]
         if not answering:
@@ -187,14 +200,24 @@ def router() -> Iterator[tuple[Router, str]]:
         yield scripted, f"{live.url}/v1"
 
 
-def _adder(ran: list[int]) -> Agent:
+def adder(ran: list[int], log: Path | None = None) -> Agent:
+    """An agent whose ``add`` tool notes each run in ``ran`` (and a line in ``log``)."""
+
     @tool
     def add(a: int, b: int) -> int:
         """Add two numbers."""
         ran.append(a + b)
+        if log is not None:
+            with log.open("a") as out:
+                out.write(f"{a + b}\n")
         return a + b
 
     return Agent(name="solver", system_prompt="Use add.", tools=[add])
+
+
+def batch() -> list[Sample]:
+    """Three samples as slime's data source gives them (again after a restart)."""
+    return [Sample(index=i, prompt=f"2+2 ({n})", label="4") for i, n in enumerate("ABC")]
 
 
 def _fields(sample: Sample) -> dict[str, Any]:
@@ -207,10 +230,7 @@ def _fields(sample: Sample) -> dict[str, Any]:
 def test_a_restarted_slime_rollout_resumes_its_samples(router: tuple[Router, str]) -> None:
     server, url = router
     ran: list[int] = []
-    generate = slime_generate(agent=_adder(ran), reward_func=contains, base_url=url, run_id="r1")
-
-    def samples() -> list[Sample]:  # what slime's data source gives again after a restart
-        return [Sample(index=i, prompt=f"2+2 ({n})", label="4") for i, n in enumerate("ABC")]
+    generate = slime_generate(agent=adder(ran), reward_func=contains, base_url=url, run_id="r1")
 
     async def rollout(batch: list[Sample], **kw: Any) -> list[Sample]:
         return [await generate(None, s, {}, **kw) for s in batch]
@@ -218,14 +238,14 @@ def test_a_restarted_slime_rollout_resumes_its_samples(router: tuple[Router, str
     # the first attempt: A finishes, B's tool call finishes and its next call fails; then the
     # process is gone before C
     server.down = "(B)"
-    first = asyncio.run(rollout(samples()[:2]))
+    first = asyncio.run(rollout(batch()[:2]))
     assert first[0].status is Sample.Status.COMPLETED
     assert (
         first[1].status is Sample.Status.ABORTED and "status 'error'" in first[1].metadata["error"]
     )
     assert ran == [4, 4] and len(server.requests) == 4
     server.requests.clear()
-    again = asyncio.run(rollout(samples()))
+    again = asyncio.run(rollout(batch()))
     assert [s.status for s in again] == [Sample.Status.COMPLETED] * 3
     assert server.requests == ["2+2 (B)", "2+2 (C)", "2+2 (C)"]  # A read back, B resumed
     assert ran == [4, 4, 4]  # B's finished tool call was not run again
@@ -235,8 +255,8 @@ def test_a_restarted_slime_rollout_resumes_its_samples(router: tuple[Router, str
     assert again[0].metadata["aworld_thread"].startswith("slime-r1-0-")
     # the same as a rollout that was never cut short (another run, so nothing is read back)
     server.requests.clear()
-    fresh = slime_generate(agent=_adder(ran), reward_func=contains, base_url=url, run_id="r2")
-    clean = [asyncio.run(fresh(None, s, {})) for s in samples()]
+    fresh = slime_generate(agent=adder(ran), reward_func=contains, base_url=url, run_id="r2")
+    clean = [asyncio.run(fresh(None, s, {})) for s in batch()]
     assert len(server.requests) == 6
     assert [_fields(s) for s in again] == [_fields(s) for s in clean]
     # system, task, tool call, tool result; then the answer
@@ -249,7 +269,7 @@ def test_slime_samples_that_are_not_the_same_episode_get_threads_of_their_own(
 ) -> None:
     server, url = router
     ran: list[int] = []
-    agent = _adder(ran)
+    agent = adder(ran)
     named = slime_generate(agent=agent, reward_func=contains, base_url=url, run_id="r1")
     unnamed = slime_generate(agent=agent, reward_func=contains, base_url=url)
 
@@ -277,7 +297,7 @@ def test_areal_episodes_are_new_threads(router: tuple[Router, str]) -> None:
     members get the same row: nothing names an episode across a restart, so none is read back."""
     server, url = router
     ran: list[int] = []
-    workflow = AReaLWorkflow(agent=_adder(ran), reward_func=contains)
+    workflow = AReaLWorkflow(agent=adder(ran), reward_func=contains)
     row = {"messages": [{"role": "user", "content": "2+2 (A)"}], "answer": "4"}
 
     async def group() -> list[float | None]:
@@ -286,3 +306,68 @@ def test_areal_episodes_are_new_threads(router: tuple[Router, str]) -> None:
     assert asyncio.run(group()) == [1.0, 1.0]
     threads = {e.thread_id for e in workflow.episodes}
     assert len(threads) == 2 and len(server.requests) == 4 and ran == [4, 4]
+
+
+KILLED = r"""
+import asyncio, sys
+from pathlib import Path
+
+from aworld_graph.rewards import contains
+from aworld_graph.train.slime import slime_generate
+from tests.train.test_areal_slime import adder, batch
+
+url, log = sys.argv[1:3]
+generate = slime_generate(agent=adder([], Path(log)), reward_func=contains, base_url=url,
+                          run_id="r1")
+
+
+async def main():
+    for sample in batch():
+        await generate(None, sample, {})
+
+
+asyncio.run(main())
+"""
+
+
+def test_a_slime_rollout_killed_mid_way_resumes_its_samples(
+    router: tuple[Router, str], tmp_path: Path
+) -> None:
+    """slime's process killed (SIGKILL) while sample 1's answering call is in flight, after
+    sample 0 finished and sample 1's tool call finished; slime restarted on the same samples
+    (the same store: ``AWORLD_GRAPH_DB``) reads sample 0 back and resumes sample 1."""
+    server, url = router
+    log = tmp_path / "tools.log"
+    server.hold = "(B)"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, url, str(log)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while server.requests.count("2+2 (B)") < 2:  # B's answering call is in flight
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "sample 1 never reached its answering call"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+        server.hold = None
+    assert proc.returncode == -signal.SIGKILL
+    assert log.read_text().split() == ["4", "4"]  # A's and B's tool calls ran, C never started
+    server.requests.clear()
+    ran: list[int] = []
+    generate = slime_generate(agent=adder(ran), reward_func=contains, base_url=url, run_id="r1")
+    again = [asyncio.run(generate(None, s, {})) for s in batch()]
+    assert [s.status for s in again] == [Sample.Status.COMPLETED] * 3
+    assert server.requests == ["2+2 (B)", "2+2 (C)", "2+2 (C)"]  # A read back, B resumed
+    assert ran == [4]  # only C's tool call ran: B's finished one was not run again
+    fresh = slime_generate(agent=adder(ran), reward_func=contains, base_url=url, run_id="r2")
+    clean = [asyncio.run(fresh(None, s, {})) for s in batch()]
+    assert [_fields(s) for s in again] == [_fields(s) for s in clean]
