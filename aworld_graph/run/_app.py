@@ -103,6 +103,21 @@ class AppGraph(BuiltGraph):
         return self._compiled[key]
 
     @asynccontextmanager
+    async def read(
+        self, config: RunnableConfig | None = None
+    ) -> AsyncIterator[CompiledStateGraph[Any, Any, Any, Any]]:
+        """The graph to read (draw it, its schemas and subgraphs) for ``config``, on no store:
+        a factory's made for it as LangGraph's server makes one to read (``ServerRuntime``
+        access ``assistants.read``; awaited when ``async``, a context manager it returns
+        held open for the block, on the caller's event loop), else the one made without a
+        run."""
+        if config is None or not self.app.factory:
+            yield self.compile(None)
+            return
+        async with self.app.open(config, access="assistants.read") as made:
+            yield self._bind(made, None)
+
+    @asynccontextmanager
     async def open(
         self, checkpointer: BaseCheckpointSaver[Any], config: RunnableConfig, context: Any = None
     ) -> AsyncIterator[CompiledStateGraph[Any, Any, Any, Any]]:

@@ -175,12 +175,12 @@ class AssistantRoutes:
             query_count(request.query_params, "xray", 0)  # a 422 unless a depth
         xray: bool | int = raw == "true" if raw in ("true", "false") else int(raw)
         try:
-            return self.app.json(self._get(request).graph_json(xray))
+            return self.app.json(await self._get(request).graph_json(xray))
         except NotImplementedError:
             raise ApiError(422, "not_drawable", "this graph cannot be drawn") from None
 
     async def assistant_schemas(self, request: Request) -> Response:
-        return self.app.json(self._get(request).schemas())
+        return self.app.json(await self._get(request).schemas())
 
     async def assistant_subgraphs(self, request: Request) -> Response:
         found = self._get(request)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -267,15 +268,23 @@ class Assistant:
             "capabilities": {"ap.io.messages": True, "ap.io.streaming": True},
         }
 
-    def compiled(self) -> Any:
-        """Its graph compiled without a store (to draw it or read its schemas); a LangGraph
-        factory is called with this assistant's config."""
+    @asynccontextmanager
+    async def graph(self) -> AsyncIterator[Any]:
+        """Its graph compiled without a store, for the block (to draw it or read its
+        schemas); a LangGraph factory is called with this assistant's config, on the
+        caller's event loop."""
+        source = built(self.source)
         config: RunnableConfig = {**self.config}  # type: ignore[typeddict-item]
-        return built(self.source).compile(None, config if self.config else None)
+        if isinstance(source, AppGraph):
+            async with source.read(config if self.config else None) as graph:
+                yield graph
+        else:
+            yield source.compile(None)
 
-    def graph_json(self, xray: bool | int = False) -> dict[str, Any]:
+    async def graph_json(self, xray: bool | int = False) -> dict[str, Any]:
         """The topology as LangGraph's drawable graph JSON (``nodes`` and ``edges``)."""
-        drawable = self.compiled().get_graph(xray=xray)
+        async with self.graph() as compiled:
+            drawable = compiled.get_graph(xray=xray)
         graph: dict[str, Any] = clean(drawable.to_json())  # a dict stays a dict
         if self.is_app:  # as LangGraph's server: a node's data without its class path
             for node in graph.get("nodes", []):
@@ -283,13 +292,14 @@ class Assistant:
                     node["data"].pop("id", None)
         return graph
 
-    def schemas(self) -> dict[str, Any]:
+    async def schemas(self) -> dict[str, Any]:
         """Input, output, state, config and context schemas (JSON Schema): a LangGraph
         application's own, as LangGraph's server gives them."""
         if self.is_app:
             from ._langgraph_app import graph_schemas
 
-            return {"graph_id": self.graph_id, **graph_schemas(self.compiled())}
+            async with self.graph() as compiled:
+                return {"graph_id": self.graph_id, **graph_schemas(compiled)}
         return {
             "graph_id": self.graph_id,
             "input_schema": INPUT_SCHEMA,
@@ -306,12 +316,11 @@ class Assistant:
             return {}
         from ._langgraph_app import graph_schemas
 
-        return {
-            ns: graph_schemas(sub)
-            async for ns, sub in self.compiled().aget_subgraphs(
-                namespace=namespace, recurse=recurse
-            )
-        }
+        async with self.graph() as compiled:
+            return {
+                ns: graph_schemas(sub)
+                async for ns, sub in compiled.aget_subgraphs(namespace=namespace, recurse=recurse)
+            }
 
     def text_of(self, value: Any) -> str | None:
         """The task input of a run request's ``input`` (``None``: there is none). A LangGraph

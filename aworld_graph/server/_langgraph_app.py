@@ -19,6 +19,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -382,10 +383,10 @@ class Steered(Protocol):
     @property
     def graph_id(self) -> str: ...
 
-    def compiled(self) -> Any: ...
+    def graph(self) -> AbstractAsyncContextManager[Any]: ...
 
 
-def check_steering(assistant: Steered, command: Mapping[str, Any]) -> None:
+async def check_steering(assistant: Steered, command: Mapping[str, Any]) -> None:
     """A 422 for a ``command`` that :func:`steers` a run of ``assistant`` where it cannot: a
     workflow of this library (it takes ``resume`` only), or a node ``goto`` names or a key
     ``update`` sets that the application's graph does not have (LangGraph would ignore that
@@ -401,8 +402,8 @@ def check_steering(assistant: Steered, command: Mapping[str, Any]) -> None:
             "takes command={'resume': ...}, or {'goto': '__end__'} alone to end what it waits "
             "for (edit its state with POST /threads/{thread_id}/state)",
         )
-    graph = assistant.compiled()
-    nodes = sorted(n for n in graph.nodes if not n.startswith("__"))
+    async with assistant.graph() as graph:
+        nodes = sorted(n for n in graph.nodes if not n.startswith("__"))
     goto = command.get("goto")
     for item in goto if isinstance(goto, list) else [] if goto is None else [goto]:
         node = item if isinstance(item, str) else str(item["node"])

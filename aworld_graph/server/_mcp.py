@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from ._assistants import Assistant
+from ._assistants import INPUT_SCHEMA, Assistant
 from ._input import ID_RULE, check_id
 from ._wire import ApiError, clean
 
@@ -122,7 +122,7 @@ def _suffixed(name: str, assistant_id: str) -> str:
 def _input_schema(assistant: Assistant) -> dict[str, Any]:
     """The tool's arguments: the workflow's input (its ``input`` text), and ``thread_id`` and
     ``resume`` to answer a human step or continue a stopped run."""
-    workflow = assistant.schemas()["input_schema"]
+    workflow = INPUT_SCHEMA  # a workflow's own
     task = dict(workflow["properties"]["input"])
     task["description"] = (
         f"The task for {assistant.assistant_id}, as a user would ask it: the input of its run "

@@ -212,7 +212,7 @@ class RunRoutes:
         command = check_command(body.get("command"))
         steering = steers(command)  # update/goto: LangGraph's Command(update=, goto=)
         if steering:
-            check_steering(assistant, command)
+            await check_steering(assistant, command)
         if command and body.get("input") == {}:  # the JS SDK's useStream: submit({}, {command})
             body["input"] = None  # no input, as LangGraph's server runs the command alone
         text = assistant.run_input(body)  # its input's text; config and context checked

@@ -443,3 +443,49 @@ async def test_a_graphs_nodes_use_the_servers_store(store: TrajectorySaver) -> N
             await sdk.aclose()
     own = apps.notes.store
     assert own is not None and own.get(("notes",), "k") is None  # not the graph's own store
+
+
+_SEEN: list[tuple[str, int]] = []
+"""What :func:`_awaited_factory` was called for, and the event loop it ran on (its id)."""
+
+
+class _Count(TypedDict, total=False):
+    n: int
+
+
+async def _awaited_factory(config: Any) -> Any:
+    """An ``async`` factory that awaits before it makes its graph."""
+    await asyncio.sleep(0.01)
+    _SEEN.append((str(config["configurable"].get("flavour")), id(asyncio.get_running_loop())))
+    graph = StateGraph(_Count)
+    graph.add_node("inc", lambda s: {"n": s.get("n", 0) + 1})
+    graph.add_edge(START, "inc")
+    return graph.compile()
+
+
+async def test_an_async_factory_makes_the_graph_to_read_on_the_servers_loop(
+    store: TrajectorySaver,
+) -> None:
+    """The graph an assistant's config makes, for its drawing, schemas and subgraphs, is made
+    on the server's own event loop, as for a run (not run to its end on a loop of its own
+    while the server waits)."""
+    app = create_app([Assistant.of(LangGraphApp(_awaited_factory, name="awaited"))], store=store)
+    with LiveServer(app) as live:
+        sdk = get_client(url=live.url, api_key=None)
+        try:
+            made = await sdk.assistants.create("awaited", config={"configurable": {"flavour": "x"}})
+            thread = (await sdk.threads.create())["thread_id"]
+            _SEEN.clear()
+            ran = await sdk.runs.wait(thread, made["assistant_id"], input={"n": 1})
+            assert ran["n"] == 2
+            (flavour, server_loop), *_ = _SEEN  # a run's graph is made on the server's loop
+            assert flavour == "x"
+            _SEEN.clear()
+            graph = await sdk.assistants.get_graph(made["assistant_id"])
+            schemas = await sdk.assistants.get_schemas(made["assistant_id"])
+            subgraphs = await sdk.assistants.get_subgraphs(made["assistant_id"])
+        finally:
+            await sdk.aclose()
+    assert {n["id"] for n in graph["nodes"]} >= {"inc"}
+    assert "n" in json.dumps(schemas["state_schema"]) and subgraphs == {}
+    assert _SEEN == [("x", server_loop)] * 3
