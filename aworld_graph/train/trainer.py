@@ -50,7 +50,8 @@ class AgentTrainer:
     config: dict[str, Any] = field(default_factory=dict)
     """TRL: ``model``, ``tokenizer``, ``tokenizer_name`` (the sampled ids' tokenizer),
     ``run_id`` (resumable episodes: :func:`~aworld_graph.train.trl.rollout_func`) and ``args``
-    (``GRPOConfig`` fields or a ``GRPOConfig``)."""
+    (``GRPOConfig`` fields or a ``GRPOConfig``); slime: ``run_id`` (resumable episodes:
+    :func:`~aworld_graph.train.slime.slime_generate`)."""
     failed: list[str] = field(default_factory=list, init=False)
     """Why each failed row gave no training data, one line per row, in order."""
     rollouts: list[dict[str, list[Any]]] = field(default_factory=list, init=False)
@@ -102,7 +103,9 @@ class AgentTrainer:
         if self.trainer == "slime":
             from .slime import slime_generate
 
-            return slime_generate(agent=self.agent, reward_func=self.reward_func)
+            return slime_generate(
+                agent=self.agent, reward_func=self.reward_func, run_id=self.config.get("run_id")
+            )
         if self.trainer == "verl":
             self._need()
             from .verl import AWorldAgentLoop

@@ -20,6 +20,7 @@ unscorable completion out of the group baseline and gives it no advantage) and i
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,18 +47,24 @@ def rollout_func(
     model, the served model's name for vLLM); ids of another are refused
     (:class:`~aworld_graph.train.sequences.TokenizerMismatch`).
 
-    ``run_id``: names this training run; the episode of prompt ``i`` at step ``s`` is then
-    thread ``trl-<run_id>-s<s>-<i>``, so a trainer resumed from its checkpoint at step ``s``
-    reads that step's finished episodes back from the store and resumes the unfinished ones
-    (their finished tool calls are not run again). Without it every episode is new."""
+    ``run_id``: names this training run; the episode of prompt ``i`` is then thread
+    ``trl-<run_id>-p<process>-<train|eval>-s<step>-g<k>-<i>``: the process's index among
+    the trainer's processes (each hands over its own prompts), whether the model is training
+    or evaluated, ``trainer.state.global_step``, and the how-manieth call at that step and
+    mode in this process (TRL may generate several times within a step). A trainer resumed
+    from its checkpoint at step ``s`` makes the same calls again, so it reads that step's
+    finished episodes back from the store and resumes the unfinished ones (their finished
+    tool calls are not run again). Without it every episode is new."""
+    calls: Counter[tuple[int, str]] = Counter()
 
     def run(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
-        threads = (
-            [f"trl-{run_id}-s{step}-{i}" for i in range(len(prompts))]
-            if run_id
-            else [None] * len(prompts)
-        )
+        process = int(getattr(getattr(trainer, "accelerator", None), "process_index", 0) or 0)
+        mode = "train" if getattr(getattr(trainer, "model", None), "training", True) else "eval"
+        made = calls[(step, mode)]
+        calls[(step, mode)] += 1
+        name = f"trl-{run_id}-p{process}-{mode}-s{step}-g{made}"
+        threads = [f"{name}-{i}" for i in range(len(prompts))] if run_id else [None] * len(prompts)
         episodes = asyncio.run(_episodes(prompts, agent, swarm, threads))
         one_tokenizer((e.last for e in episodes if e.ok), tokenizer)
         out: dict[str, list[Any]] = {
