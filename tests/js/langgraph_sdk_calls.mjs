@@ -246,9 +246,9 @@ await call("threads.prune", async () => {
 
 // -- runs ----------------------------------------------------------------------------------------
 
-let created;
-const runs = await threadId();
+let created, runs;
 await call("runs.create", async () => {
+  runs = await threadId();
   created = await client.runs.create(runs, chat, {
     input: user("one", 0.3),
     streamMode: ["values", "updates"],
@@ -400,9 +400,9 @@ await call("runs.stream human step, command resume", async () => {
 
 // -- crons ---------------------------------------------------------------------------------------
 
-let threadCron, cronId;
-const cronThread = await threadId();
+let threadCron, cronId, cronThread;
 await call("crons.createForThread", async () => {
+  cronThread = await threadId();
   const made = await client.crons.createForThread(cronThread, chat, {
     schedule: "0 0 1 1 *",
     input: user("yearly"),

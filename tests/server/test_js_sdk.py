@@ -8,7 +8,8 @@ server, and the answers are compared with ids and timestamps normalised as
 ``test_vs_langgraph_dev`` does. The SDK is installed once from npm into the ignored
 ``.cache/langgraph-js`` by ``tests/js/langgraph_sdk.sh`` (``tests/setup.sh`` runs it); the
 module skips only when npm cannot reach its registry. Our server runs with an API key, so the
-same run shows the key guards every call.
+same run shows the key guards every call. What the comparison found wrong here (a deleted run
+read back from its checkpoints) is also checked in-process, on a workflow.
 """
 
 from __future__ import annotations
