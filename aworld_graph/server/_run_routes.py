@@ -667,10 +667,13 @@ class RunRoutes:
                         continue
                     if begin == 0 and runs_told:
                         yield sse("metadata", {"run_id": run.run_id, "attempt": 1})
+                    # the run's own stream modes (a run that asked for none: values), as
+                    # LangGraph's server's run_modes
+                    own = run.modes or run.kwargs.get("stream_mode")
                     async for ready in run.feed.follow(begin):
                         if "run_modes" not in modes:
                             continue
-                        wanted = [(event_name(m, run.modes), i, d) for i, m, d in ready]
+                        wanted = [(event_name(m, own), i, d) for i, m, d in ready]
                         chunk = b"".join(sse(e, d, f"{run.run_id}:{i}") for e, i, d in wanted if e)
                         if chunk:
                             yield chunk

@@ -271,6 +271,38 @@ await call("runs.stream events", async () => {
   const parts = await collect(client.runs.stream(runs, chat, { input: user("hi"), streamMode: "events" }));
   return parts.filter((p) => p[0] !== "events" || p[1].startsWith("on_chat_model_"));
 });
+await call("runs.stream checkpoints/tasks/debug/custom", async () => {
+  const names = {};
+  for (const mode of ["checkpoints", "tasks", "debug", "custom"]) {
+    const stream = client.runs.stream(runs, chat, { input: user(mode), streamMode: mode });
+    names[mode] = (await collect(stream)).map((p) => p[0]);
+  }
+  return names;
+});
+await call("threads.joinStream", async () => {
+  // The thread's stream, open while a run goes on it, until that run is done.
+  const stop = new AbortController();
+  const told = [];
+  const followed = (async () => {
+    try {
+      for await (const part of client.threads.joinStream(runs, {
+        streamMode: ["run_modes", "lifecycle"],
+        signal: stop.signal,
+      })) {
+        told.push(part.event === "values" ? ["values", said(part.data)] : [part.event]);
+        if (part.event === "metadata" && part.data.status === "run_done") return;
+      }
+    } catch (error) {
+      if (!stop.signal.aborted) throw error;
+    }
+  })();
+  await sleep(300);
+  await client.runs.wait(runs, chat, { input: user("on the thread's stream") });
+  await Promise.race([followed, sleep(5000)]);
+  stop.abort();
+  await followed;
+  return told;
+});
 await call("runs.list", async () => (await client.runs.list(runs)).map(run));
 await call("runs.get", async () => run(await client.runs.get(runs, created.run_id)));
 await call("runs.cancel", async () => {

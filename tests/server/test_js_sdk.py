@@ -76,6 +76,8 @@ CALLS = [
     "runs.join",
     "runs.stream values/updates/messages-tuple",
     "runs.stream events",
+    "runs.stream checkpoints/tasks/debug/custom",
+    "threads.joinStream",
     "runs.list",
     "runs.get",
     "runs.cancel",
