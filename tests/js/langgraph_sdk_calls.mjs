@@ -296,7 +296,7 @@ await call("threads.joinStream", async () => {
       if (!stop.signal.aborted) throw error;
     }
   })();
-  await sleep(300);
+  await sleep(500); // the stream open before the run starts
   await client.runs.wait(runs, chat, { input: user("on the thread's stream") });
   await Promise.race([followed, sleep(5000)]);
   stop.abort();
