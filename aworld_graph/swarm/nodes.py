@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import interrupt
 
 from .. import tracing
 from ..agent import resolve_model
@@ -24,6 +23,7 @@ from ..errors import DefinitionError
 from ..model import ChatModel
 from ..records import Reward, TraceRecord
 from ..state import SwarmState
+from ._asking import ask
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -235,15 +235,9 @@ class Human:
     continues with the value: it is appended as a user message and kept in
     ``context[<name>]`` and ``outputs[<name>]``.
 
-    The interrupt's value is ``{"node", "prompt", "answer"}`` and, in the same object,
-    LangGraph's agent-inbox request (``action_request``, ``config``, ``description``) that
-    LangChain's Agent Chat UI renders as a form to accept or reply to. Its answers,
-    ``[{"type": "response", "args": TEXT}]`` and ``[{"type": "accept", ...}]``, are kept as
-    ``TEXT`` and ``"approve"`` (also ``edit`` of the answer: the edited text; ``ignore``:
-    ``"ignore"``). Any other value is kept as given. An agent-inbox answer it cannot read (an
-    unknown ``type``, ``args`` of the wrong kind) is not kept: the step asks again, with an
-    ``error`` in the interrupt's value naming the field, and records the rejected answer
-    with that error in the trace once it is answered.
+    The interrupt's value and how an answer is read: :mod:`aworld_graph.swarm._asking` (the
+    Agent Chat UI's form answers it too). An answer it cannot read is not kept: the step asks
+    again, and records the refused answer with why in the trace once it is answered.
     """
 
     name: str
@@ -263,77 +257,12 @@ class Human:
             "description": self.description,
         }
 
-    def _request(self, answer: str | None) -> dict[str, Any]:
-        """The interrupt's value for the answer under review."""
-        return {
-            "node": self.name,
-            "prompt": self.prompt,
-            "answer": answer,
-            # LangGraph's agent-inbox HumanInterrupt (langgraph.prebuilt.interrupt): the action
-            # is its title, the args are shown with the Accept button
-            "action_request": {
-                "action": self.prompt,
-                "args": {} if answer is None else {"answer": answer},
-            },
-            "config": {
-                "allow_respond": True,
-                "allow_accept": True,
-                "allow_edit": False,
-                "allow_ignore": False,
-            },
-            "description": self.description or self.prompt,
-        }
-
-    def _reply(self, value: Any) -> Any:
-        """The value kept for a resume value: an agent-inbox answer (a list of
-        ``{"type", "args"}``) as its text, anything else as it is; a ``ValueError`` naming
-        the field for an agent-inbox answer it cannot read."""
-        if not (
-            isinstance(value, list)
-            and value
-            and all(isinstance(item, dict) and "type" in item for item in value)
-        ):
-            return value
-        fix = (
-            'resume with [{"type": "response", "args": "your reply"}], '
-            '[{"type": "accept", "args": null}] or a plain text'
-        )
-        where = f"human step {self.name!r}: the resume value"
-        if len(value) != 1:
-            raise ValueError(f"{where} holds {len(value)} answers, this step asks for one; {fix}")
-        kind, args = value[0]["type"], value[0].get("args")
-        if kind == "response":
-            if not isinstance(args, str):
-                raise ValueError(f"{where}'s [0].args must be the reply's text; {fix}")
-            return args
-        if kind == "accept":
-            return "approve"
-        if kind == "ignore":
-            return "ignore"
-        if kind == "edit":
-            edited = args.get("args") if isinstance(args, dict) else None
-            edited = edited.get("answer") if isinstance(edited, dict) else None
-            if not isinstance(edited, str):
-                raise ValueError(f"{where}'s [0].args.args.answer must be the edited text; {fix}")
-            return edited
-        raise ValueError(
-            f"{where}'s [0].type {str(kind)[:40]!r} is not 'accept', 'response', 'edit' or "
-            f"'ignore'; {fix}"
-        )
-
     async def node(self, state: SwarmState, config: RunnableConfig) -> dict[str, Any]:
-        asked = self._request(state.get("answer"))
-        request, trace = asked, list[TraceRecord]()
-        while True:  # LangGraph's pattern for checking a person's input: ask again
-            given = interrupt(request)
-            try:
-                value = self._reply(given)
-                break
-            except ValueError as exc:
-                # kept in the trajectory with the answer, and shown with the new question
-                trace.append(self._record(config, json.dumps(given, default=str)[:2000]))
-                trace[-1]["error"] = str(exc)
-                request = {**asked, "error": str(exc), "description": f"{exc}\n\n{self.prompt}"}
+        value, refused = ask(self.name, self.prompt, state.get("answer"), self.description)
+        trace: list[TraceRecord] = []
+        for given, error in refused:  # kept in the trajectory with why it was not taken
+            trace.append(self._record(config, json.dumps(given, default=str)[:2000]))
+            trace[-1]["error"] = error
         text = value if isinstance(value, str) else json.dumps(value)
         return {
             "messages": [{"role": "user", "content": text, "_agent": self.name}],

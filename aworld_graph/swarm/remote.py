@@ -14,7 +14,8 @@ server can recognise as the same (A2A).
 
 A remote agent that waits for a person (an A2A task in ``input-required``, a LangGraph run
 stopped at an interrupt) makes this node the run's own human step: the run stops with the
-remote's prompt (LangGraph ``interrupt``, as :class:`~aworld_graph.swarm.nodes.Human` does),
+remote's prompt (LangGraph ``interrupt``, as :class:`~aworld_graph.swarm.nodes.Human` does, its
+value one the Agent Chat UI answers with its form: :mod:`._asking`),
 and the person's answer is sent as the next message on the same remote task (A2A: with its
 task and context ids; LangGraph: a run on the same thread that resumes it), which then goes on.
 Each answer is sent by a checkpointed task too, under an id derived from the node's and the
@@ -50,13 +51,13 @@ from urllib.parse import urlsplit
 import httpx
 from langchain_core.runnables import RunnableConfig
 from langgraph.func import task
-from langgraph.types import interrupt
 
 from ..agent.runtime import TOOL_CALL_TASK
 from ..errors import DefinitionError, ToolError
 from ..records import TraceRecord
 from ..secrets import register_secret
 from ..state import SwarmState
+from ._asking import ask
 from .nodes import Node
 
 if TYPE_CHECKING:
@@ -151,14 +152,14 @@ class RemoteAgent(Node):
         started = time.monotonic()
         sent: dict[str, Any] = {}
         replies: list[str] = []
+        refused: list[dict[str, Any]] = []
         try:
             async with asyncio.timeout(self.timeout):
                 sent = await _send(self, text, ident)  # saved before the wait: a resume joins it
                 while "prompt" in (got := await _wait(self, sent)):
                     # the remote waits for a person: this run's own human step
-                    value = interrupt(
-                        {"node": self.name, "prompt": got["prompt"], "answer": state.get("answer")}
-                    )
+                    value, bad = ask(self.name, got["prompt"], state.get("answer"))
+                    refused += [{"given": given, "error": error} for given, error in bad]
                     replies.append(value if isinstance(value, str) else json.dumps(value))
                     again = str(uuid.uuid5(_IDS, f"{seed}|{len(replies)}"))
                     sent = await _reply(self, sent, replies[-1], again, got["mark"])
@@ -182,6 +183,8 @@ class RemoteAgent(Node):
         record["raw"] = {"url": self.url, "protocol": self.protocol, **sent}  # what sending got
         if replies:
             record["raw"]["replies"] = replies
+        if refused:  # a person's answers it could not read (the node asked again)
+            record["raw"]["refused"] = refused
         said = [{"role": "user", "content": reply, "_agent": self.name} for reply in replies]
         return {
             "messages": [*said, {"role": "assistant", "content": answer, "_agent": self.name}],

@@ -58,7 +58,7 @@ chat = Agent(name="chat", model=FunctionModel(_heard), max_steps=1)
 
 
 async def _gate() -> None:
-    await asyncio.to_thread(GATE.wait)
+    await asyncio.to_thread(GATE.wait, 120)  # bounded: a failed test never hangs the exit
 
 
 gated = Swarm(_counter("gated", _gate), name="gated")
