@@ -140,41 +140,53 @@ async def _until(
     )
 
 
+async def _asked(browser: Chromium, ui_server: LiveServer, api_server: LiveServer) -> str:
+    """The UI opened on the server, a person's message sent, the answer streamed (seen half
+    way while the model holds) and the human step's form shown: the page's text then."""
+    query = urlencode({"apiUrl": api_server.url, "assistantId": "reviewed"})
+    await browser.send("Page.navigate", url=f"{ui_server.url}/?{query}")
+    await _until(browser, lambda s: "Send" in s, "its message box")
+    await browser.click("textarea")
+    await browser.send("Input.insertText", text="count: one two three four")
+    await browser.click("button[type=submit]")
+
+    half = ANSWER[: ANSWER.index(" counted")]  # the words streamed before the hold
+    shown = await _until(browser, lambda s: half in s, "the first half of the answer")
+    assert "count: one two three four" in shown  # the person's message
+    assert "word_count" in shown and "one two three four" in shown  # the tool call
+    assert "counted with" not in shown  # the rest is not streamed yet
+    HOLD.set()
+    shown = await _until(
+        browser, lambda s: ANSWER in s and "Approve the count?" in s, "the human step"
+    )
+    assert shown.count("count: one two three four") == 1
+    assert "Respond to assistant" in shown and "Accept" in shown  # its form, not JSON
+    assert "allow_respond" not in shown  # the generic view lists the value's keys
+    return shown
+
+
+async def _click(browser: Chromium, label: str) -> None:
+    """Click the page's button whose text is ``label``."""
+    await browser.js(
+        "[...document.querySelectorAll('button')].find(b => b.textContent.trim() =="
+        f" {json.dumps(label)}).setAttribute('data-clicked', 'yes')"
+    )
+    await browser.click("button[data-clicked=yes]")
+
+
 @pytest.mark.timeout(1500)  # the first run builds the UI (npm install, vite build) first
 async def test_the_agent_chat_ui_renders_a_workflow_run(
     ui_server: LiveServer, api_server: LiveServer, tmp_path: Path
 ) -> None:
     need_tool("chromium", "chromium-browser")
-    query = urlencode({"apiUrl": api_server.url, "assistantId": "reviewed"})
     async with Chromium(tmp_path / "profile") as browser:
-        await browser.send("Page.navigate", url=f"{ui_server.url}/?{query}")
-        await _until(browser, lambda s: "Send" in s, "its message box")
-        await browser.click("textarea")
-        await browser.send("Input.insertText", text="count: one two three four")
-        await browser.click("button[type=submit]")
-
-        half = ANSWER[: ANSWER.index(" counted")]  # the words streamed before the hold
-        shown = await _until(browser, lambda s: half in s, "the first half of the answer")
-        assert "count: one two three four" in shown  # the person's message
-        assert "word_count" in shown and "one two three four" in shown  # the tool call
-        assert "counted with" not in shown  # the rest is not streamed yet
-        HOLD.set()
-        shown = await _until(
-            browser, lambda s: ANSWER in s and "Approve the count?" in s, "the human step"
-        )
-        assert shown.count("count: one two three four") == 1
-        assert "Respond to assistant" in shown and "Accept" in shown  # its form, not JSON
-        assert "allow_respond" not in shown  # the generic view lists the value's keys
+        await _asked(browser, ui_server, api_server)
         await browser.screenshot(tmp_path / "asked.png")
 
         # the person answers in the form: types a reply and sends it
         await browser.click('textarea[placeholder="Your response here..."]')
         await browser.send("Input.insertText", text=REPLY)
-        await browser.js(
-            "[...document.querySelectorAll('button')].find(b => b.textContent.trim() =="
-            " 'Send Response').setAttribute('data-reply', 'send')"
-        )
-        await browser.click("button[data-reply=send]")
+        await _click(browser, "Send Response")
         await _until(browser, lambda s: "Published the count." in s, "the workflow's answer")
 
         href = str(await browser.js("location.href"))
@@ -197,6 +209,43 @@ async def test_the_agent_chat_ui_renders_a_workflow_run(
         await browser.screenshot(tmp_path / "done.png")
     origins = (ui_server.url, api_server.url, "data:", "blob:")
     assert all(url.startswith(origins) for url in browser.requests), json.dumps(browser.requests)
+
+
+@pytest.mark.timeout(1500)  # the first run builds the UI (npm install, vite build) first
+async def test_mark_as_resolved_in_the_ui_ends_the_human_step(
+    ui_server: LiveServer, api_server: LiveServer, tmp_path: Path
+) -> None:
+    """The form's "Mark as Resolved" sends ``goto`` END: the workflow's thread stops
+    waiting, unanswered, and nothing after the human step runs."""
+    need_tool("chromium", "chromium-browser")
+    async with Chromium(tmp_path / "profile") as browser:
+        await _asked(browser, ui_server, api_server)
+        href = str(await browser.js("location.href"))
+        thread = href.split("threadId=", 1)[1].split("&", 1)[0]
+        # the button's own click handler (a synthetic mouse click at its centre misses it)
+        await browser.js(
+            "[...document.querySelectorAll('button')]"
+            ".find(b => b.textContent.trim() == 'Mark as Resolved').click()"
+        )
+        await _until(browser, lambda s: "Marked thread as resolved." in s, "its confirmation")
+        client = get_client(url=api_server.url, api_key=None)
+        try:
+            for _ in range(300):  # bounded: 30 s
+                state = await client.threads.get_state(thread)
+                if not state["interrupts"]:
+                    break
+                await asyncio.sleep(0.1)
+            status = (await client.threads.get(thread))["status"]
+            runs = await client.runs.list(thread)
+        finally:
+            await client.aclose()
+    assert (state["next"], state["interrupts"], status) == ([], [], "idle")
+    assert state["values"]["answer"] == ANSWER  # the count stands, unpublished
+    assert "review" not in state["values"]["context"]  # the step was not answered
+    assert [(r["status"], r["kwargs"]["command"]) for r in runs][0] == (
+        "success",
+        {"goto": "__end__"},
+    )
 
 
 PLAN = {"input": "plan the offsite"}
