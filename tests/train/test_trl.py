@@ -6,7 +6,9 @@ llama.cpp server serves, so the rollouts come from the same weights (de-quantize
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,9 +21,12 @@ from aworld_graph.train import AgentTrainer, TrainerNotInstalled
 from tests.train import gguf
 
 
-def shorter_is_better(answer: str | None, expected: object) -> float:
-    """Varies between samples, so the group has an advantage to learn from."""
-    return 1.0 / (1.0 + len(answer or ""))
+def alternating() -> Callable[[str | None, object], float]:
+    """A reward of 0, 1, 0, 1… by call: the two samples of a prompt always differ, so the
+    group has an advantage to learn from whatever the model samples (two samples of a
+    length-based reward can tie, leaving nothing to learn)."""
+    calls = itertools.count()
+    return lambda answer, expected: float(next(calls) % 2)
 
 
 @pytest.mark.local_model
@@ -47,7 +52,7 @@ def test_grpo_step_on_cpu_from_sampled_ids(tmp_path: Path) -> None:
     trainer = AgentTrainer(
         agent,
         trainer="trl",
-        reward_func=shorter_is_better,
+        reward_func=alternating(),
         train_dataset=rows,
         config={
             "model": model,
