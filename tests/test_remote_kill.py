@@ -40,25 +40,27 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from aworld_graph import RemoteAgent, Swarm
+from aworld_graph import RemoteAgent, Runners, Swarm, TaskResponse
 from aworld_graph.checkpoint import TrajectorySaver
 from tests.server.app_server import CLI, ROOT, ServeProcess
 from tests.server.conftest import LiveServer
 
 pytestmark = pytest.mark.slow
 
-caller = Swarm(
-    RemoteAgent(
-        name="talk",
-        url=os.environ.get("REMOTE_URL", "http://127.0.0.1:9"),
-        assistant_id=os.environ.get("REMOTE_ASSISTANT") or None,
-        timeout=60,
-        poll_interval=0.05,
-    ),
-    name="caller",
+
+def _caller(url: str, assistant: str | None) -> Swarm:
+    """One remote node at ``url`` (an A2A agent, or with ``assistant`` that assistant of a
+    LangGraph-API server)."""
+    talk = RemoteAgent(name="talk", url=url, assistant_id=assistant, timeout=60, poll_interval=0.05)
+    return Swarm(talk, name="caller")
+
+
+caller = _caller(
+    os.environ.get("REMOTE_URL", "http://127.0.0.1:9"), os.environ.get("REMOTE_ASSISTANT") or None
 )
-"""The workflow the killed CLI runs: one remote node at ``$REMOTE_URL`` (an A2A agent, or
-with ``$REMOTE_ASSISTANT`` that assistant of a LangGraph-API server)."""
+"""The workflow the killed CLI runs: :func:`_caller` at ``$REMOTE_URL`` (with
+``$REMOTE_ASSISTANT``)."""
+
 
 _HOP = {"connection", "keep-alive", "transfer-encoding", "upgrade"}
 
@@ -249,6 +251,18 @@ async def _remote_side(url: str, thread_id: str) -> tuple[list[str], int]:
     return users, len(runs)
 
 
+async def _uninterrupted(env: dict[str, str], db: Path) -> TaskResponse:
+    """The conversation of the test, in this process and never killed: "hello", then the
+    answers "one" and "bye"."""
+    swarm = _caller(env["REMOTE_URL"], env["REMOTE_ASSISTANT"] or None)
+    with TrajectorySaver(db) as saver:
+        first = await Runners.run("hello", swarm=swarm, checkpointer=saver, task_id="c")
+        assert first.status == "interrupted", first
+        second = await Runners.resume("c", swarm=swarm, value="one", checkpointer=saver)
+        assert second.status == "interrupted", second
+        return await Runners.resume("c", swarm=swarm, value="bye", checkpointer=saver)
+
+
 @pytest.mark.parametrize("protocol", ["a2a", "langgraph"])
 @pytest.mark.parametrize("when", ["sent", "saved"])
 def test_a_caller_killed_around_sending_an_answer_sends_it_once(
@@ -256,18 +270,16 @@ def test_a_caller_killed_around_sending_an_answer_sends_it_once(
 ) -> None:
     through, url = proxy
     clean = _env(tmp_path / "clean.db", url, protocol)  # the same conversation, never killed
-    run = ["run", "tests.test_remote_kill:caller", "--input", "hello", "--task-id"]
-    assert _asked(_cli([*run, "c"], clean))
-    assert _asked(_cli(["resume", "c", "--value", "one"], clean))
-    expected = _cli(["resume", "c", "--value", "bye"], clean)
-    assert expected["status"] == "finished", expected
-    assert _said(tmp_path / "clean.db", "c") == ["one", "bye", expected["answer"]]
-    assert expected["answer"].startswith("noted")
+    expected = asyncio.run(_uninterrupted(clean, tmp_path / "clean.db"))
+    assert expected.status == "finished", expected
+    assert _said(tmp_path / "clean.db", "c") == ["one", "bye", expected.answer]
+    assert str(expected.answer).startswith("noted")
     through.sent.clear()
+    run = ["run", "tests.test_remote_kill:caller", "--input", "hello", "--task-id"]
 
     db = tmp_path / "caller.db"
     env = _env(db, url, protocol)
-    first = _cli([*run, "t"], env)
+    first = _cli([*run, "t"], env)  # the CLI names the workflow its later processes resume
     assert _asked(first) == ["Anything else? (say bye to finish)"]
 
     through.hold = when
@@ -283,10 +295,12 @@ def test_a_caller_killed_around_sending_an_answer_sends_it_once(
 
     again = _cli(["resume", "t"], env)  # the person's answer "one" is in the checkpoint
     assert _asked(again) == ["Anything else? (say bye to finish)"]  # the remote's second
-    done = _cli(["resume", "t", "--value", "bye"], env)
-    assert done["status"] == "finished", done
-    assert done["answer"] == expected["answer"]
-    assert _said(db, "t") == ["one", "bye", done["answer"]]
+    swarm = _caller(env["REMOTE_URL"], env["REMOTE_ASSISTANT"] or None)
+    with TrajectorySaver(db) as saver:  # the last answer in this process
+        done = asyncio.run(Runners.resume("t", swarm=swarm, value="bye", checkpointer=saver))
+    assert done.status == "finished", done
+    assert done.answer == expected.answer
+    assert _said(db, "t") == ["one", "bye", done.answer]
 
     sent = [(answers, text) for answers, text, _ in through.sent]
     assert sent == [(False, "hello"), (True, "one"), (True, "bye")]  # each sent once
