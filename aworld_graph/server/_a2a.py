@@ -129,6 +129,12 @@ def _prompt(interrupt: Any) -> str:
 def _a2a_error(exc: ApiError) -> A2AError:
     """The A2A error of a server refusal: a state conflict is an unsupported operation now,
     anything else bad parameters; the message says what to do."""
+    if exc.code == "thread_busy":  # said in A2A's words, not the LangGraph API's
+        return UnsupportedOperationError(
+            message="this context's task is still working on an earlier message; wait for it "
+            "(GetTask, SubscribeToTask), cancel it (CancelTask), or send the message without "
+            "a contextId to start a task of its own"
+        )
     if exc.status == 409:
         return UnsupportedOperationError(message=exc.message)
     return InvalidParamsError(message=exc.message)

@@ -184,6 +184,10 @@ async def test_cancel_and_resubscribe(server: LiveServer) -> None:
     polling = await _client(f"{server.url}/a2a/gated")
     started = _task(await _sent(polling, request))
     working = await _until(polling, started.id, lambda t: t.status.state == S.TASK_STATE_WORKING)
+    with pytest.raises(UnsupportedOperationError) as busy:  # its context's task still works
+        await _sent(polling, _message("more words", context_id=working.context_id))
+    said = str(busy.value)
+    assert "CancelTask" in said and "multitask_strategy" not in said, said
 
     seen: list[Any] = []
 
