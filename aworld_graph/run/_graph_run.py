@@ -28,7 +28,7 @@ from ..swarm import Swarm
 from ..swarm.compile import compile_agent, compile_swarm
 from ..swarm.graph import BuiltGraph, GraphSource, LangGraphApp, as_source
 from ..task import Task, TaskResponse
-from ._app import AppGraph, app_config, respond_app
+from ._app import _OWN_METADATA, AppGraph, app_config, respond_app
 from ._drive import drive, run_config
 from ._response import pending_nodes, respond
 from .events import EventSink, RunEvent
@@ -263,7 +263,7 @@ class GraphRun:
         snapshot = await graph.aget_state({"configurable": {"thread_id": self.task.id}})
         if snapshot.config is None or not pending_nodes(snapshot):
             return False
-        own = ("source", "step", "parents", "writes", "run_id")
+        own = (*_OWN_METADATA, "run_id")
         kept = {k: v for k, v in (snapshot.metadata or {}).items() if k not in own}
         config: RunnableConfig = {**snapshot.config, "metadata": kept | dict(metadata or {})}
         await graph.aupdate_state(config, None, as_node=END)
