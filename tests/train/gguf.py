@@ -28,6 +28,15 @@ def _loaded() -> tuple[Any, Any]:
     return type(loaded)(type(loaded.config).from_dict(settings)), loaded.state_dict()
 
 
+@functools.cache
+def original_reader() -> Any:
+    """``GGUFReader`` of the embedded model's file, read once: gguf parses every field (the
+    tokenizer's 49,152 tokens and merges) element by element, seconds a read."""
+    from gguf import GGUFReader
+
+    return GGUFReader(model_path())
+
+
 def causal_lm() -> Any:
     """A fresh, trainable copy of the weights for each caller that trains (a caller's
     training never reaches another's model).

@@ -41,7 +41,7 @@ def test_unchanged_then_one_changed_weight(tmp_path: Path) -> None:
     model = loaded.causal_lm()
     same = write_gguf(model, original=original, out=tmp_path / "same.gguf")
     assert same.updated == [] and same.retyped == {}
-    src, new = GGUFReader(original), GGUFReader(same.path)
+    src, new = loaded.original_reader(), GGUFReader(same.path)
     assert [(t.name, t.tensor_type) for t in new.tensors] == [
         (t.name, t.tensor_type) for t in src.tensors
     ]
@@ -81,12 +81,12 @@ def test_unchanged_then_one_changed_weight(tmp_path: Path) -> None:
     assert np.unravel_index(np.argmax(moved), moved.shape) == (row, col)
 
 
-def _as_hf(path: Path, name: str, heads: int) -> Any:
-    """Tensor ``name`` of the GGUF file at ``path``, de-quantized and in transformers' order."""
-    from gguf import GGUFReader, quants
+def _as_hf(reader: Any, name: str, heads: int) -> Any:
+    """Tensor ``name`` of a ``GGUFReader``'s file, de-quantized and in transformers' order."""
+    from gguf import quants
     from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 
-    tensor = {t.name: t for t in GGUFReader(path).tensors}[name]
+    tensor = {t.name: t for t in reader.tensors}[name]
     values = quants.dequantize(tensor.data, tensor.tensor_type)
     processor = LlamaTensorProcessor(
         config={"num_attention_heads": heads, "num_key_value_heads": heads}
@@ -111,20 +111,21 @@ def test_a_fine_tuning_step_survives_in_float_tensors(tmp_path: Path) -> None:
     trained = q.detach().numpy().copy()
 
     as_original = write_gguf(model, original=original, out=tmp_path / "q41.gguf")
-    kind, values = _as_hf(as_original.path, name, heads)
+    kind, values = _as_hf(GGUFReader(as_original.path), name, heads)
     assert kind == "Q4_1" and values[40, 100] != trained[40, 100]  # 4 bits cannot hold it
 
     f32 = write_gguf(model, original=original, out=tmp_path / "f32.gguf", tensor_type="F32")
     assert f32.updated == [name] and f32.retyped == {name: "Q4_1→F32"}
-    kind, values = _as_hf(f32.path, name, heads)
+    kind, values = _as_hf(GGUFReader(f32.path), name, heads)
     assert kind == "F32" and np.array_equal(values, trained)  # every trained value, exactly
 
     f16 = write_gguf(model, original=original, out=tmp_path / "f16.gguf", tensor_type="F16")
     assert f16.retyped == {name: "Q4_1→F16"}
-    kind, values = _as_hf(f16.path, name, heads)
+    f16_read = GGUFReader(f16.path)
+    kind, values = _as_hf(f16_read, name, heads)
     assert kind == "F16" and np.array_equal(values, trained.astype(np.float16))
-    src = {t.name: t for t in GGUFReader(original).tensors}
-    new = {t.name: t for t in GGUFReader(f16.path).tensors}
+    src = {t.name: t for t in loaded.original_reader().tensors}
+    new = {t.name: t for t in f16_read.tensors}
     assert all(  # the tensors training did not touch keep their bytes
         np.array_equal(src[n].data, new[n].data) and src[n].tensor_type == new[n].tensor_type
         for n in src
