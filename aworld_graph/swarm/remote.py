@@ -153,22 +153,18 @@ class RemoteAgent(Node):
         sent: dict[str, Any] = {}
         replies: list[str] = []
         refused: list[dict[str, Any]] = []
-        try:
-            async with asyncio.timeout(self.timeout):
-                sent = await _send(self, text, ident)  # saved before the wait: a resume joins it
-                while "prompt" in (got := await _wait(self, sent)):
-                    # the remote waits for a person: this run's own human step
-                    value, bad = ask(self.name, got["prompt"], state.get("answer"))
-                    refused += [{"given": given, "error": error} for given, error in bad]
-                    replies.append(value if isinstance(value, str) else json.dumps(value))
-                    again = str(uuid.uuid5(_IDS, f"{seed}|{len(replies)}"))
-                    sent = await _reply(self, sent, replies[-1], again, got["mark"])
-                answer = got["answer"]
-        except TimeoutError:
-            where = f"remote {_named(sent)}" if sent else "sending it did not finish"
-            raise self._failure(
-                f"no answer within {self.timeout:g} s ({where}); resume the run to try again"
-            ) from None
+        # ``timeout`` bounds the whole call; each task bounds itself by what is left of it, so
+        # a cut-off wait ends as this clear error in the trajectory, not as a cancelled task
+        deadline = time.monotonic() + self.timeout
+        sent = await _send(self, deadline, text, ident)  # saved before the wait: a resume joins it
+        while "prompt" in (got := await _wait(self, deadline, sent)):
+            # the remote waits for a person: this run's own human step
+            value, bad = ask(self.name, got["prompt"], state.get("answer"))
+            refused += [{"given": given, "error": error} for given, error in bad]
+            replies.append(value if isinstance(value, str) else json.dumps(value))
+            again = str(uuid.uuid5(_IDS, f"{seed}|{len(replies)}"))
+            sent = await _reply(self, deadline, sent, replies[-1], again, got["mark"])
+        answer = got["answer"]
         record: TraceRecord = {
             "kind": "remote",
             "at": time.time(),
@@ -495,26 +491,38 @@ def _named_task(name: str) -> Callable[[Callable[_P, Awaitable[_T]]], _TaskFunct
     return task(name=name)
 
 
+async def _within(agent: RemoteAgent, deadline: float, work: Awaitable[_T], where: str) -> _T:
+    """``work`` cut off at ``deadline`` (``time.monotonic()``) as the node's clear failure."""
+    try:
+        async with asyncio.timeout(deadline - time.monotonic()):
+            return await work
+    except TimeoutError:
+        raise agent._failure(
+            f"no answer within {agent.timeout:g} s ({where}); resume the run to try again"
+        ) from None
+
+
 @_named_task(TOOL_CALL_TASK)
-async def _send(agent: RemoteAgent, text: str, ident: str) -> dict[str, Any]:
+async def _send(agent: RemoteAgent, deadline: float, text: str, ident: str) -> dict[str, Any]:
     """Send ``text`` to ``agent``: a LangGraph task, so the ids it answers are saved in the
     checkpoint as soon as it returns (a resumed node reads them back instead of sending)."""
-    return await agent.start(text, ident)
+    return await _within(agent, deadline, agent.start(text, ident), "sending it did not finish")
 
 
 @_named_task(TOOL_CALL_TASK)
-async def _wait(agent: RemoteAgent, sent: dict[str, Any]) -> dict[str, str]:
+async def _wait(agent: RemoteAgent, deadline: float, sent: dict[str, Any]) -> dict[str, str]:
     """Wait for the remote task's answer or question: a LangGraph task, so a question is
     saved before the run stops for the person, and a node resumed after a crash that lost
     the sending of the answer replays that question (and sends the answer to it), not the
     remote's next one."""
-    return await agent.wait(sent)
+    return await _within(agent, deadline, agent.wait(sent), f"remote {_named(sent)}")
 
 
 @_named_task(TOOL_CALL_TASK)
 async def _reply(
-    agent: RemoteAgent, sent: dict[str, Any], text: str, ident: str, mark: str
+    agent: RemoteAgent, deadline: float, sent: dict[str, Any], text: str, ident: str, mark: str
 ) -> dict[str, Any]:
     """Send a person's answer to the remote task ``sent`` waits on: a LangGraph task like
     :func:`_send`, so a resumed node replays it instead of sending it again."""
-    return await agent.reply(sent, text, ident, mark)
+    where = f"sending the answer to remote {_named(sent)}"
+    return await _within(agent, deadline, agent.reply(sent, text, ident, mark), where)
