@@ -51,7 +51,9 @@ class AgentTrainer:
     """TRL: ``model``, ``tokenizer``, ``tokenizer_name`` (the sampled ids' tokenizer),
     ``run_id`` (resumable episodes: :func:`~aworld_graph.train.trl.rollout_func`) and ``args``
     (``GRPOConfig`` fields or a ``GRPOConfig``); slime: ``run_id`` (resumable episodes:
-    :func:`~aworld_graph.train.slime.slime_generate`)."""
+    :func:`~aworld_graph.train.slime.slime_generate`); ms-swift: ``run_id`` (resumable
+    episodes: :func:`~aworld_graph.train.swift.grpo_trainer` becomes ``swift rlhf``'s GRPO
+    trainer)."""
     failed: list[str] = field(default_factory=list, init=False)
     """Why each failed row gave no training data, one line per row, in order."""
     rollouts: list[dict[str, list[Any]]] = field(default_factory=list, init=False)
@@ -112,8 +114,10 @@ class AgentTrainer:
 
             return AWorldAgentLoop.configure(agent=self.agent, reward_func=self.reward_func)
         self._need()
-        from .swift import AWorldScheduler
+        from .swift import AWorldScheduler, grpo_trainer
 
+        if self.config.get("run_id") is not None:  # resumable episodes: the trainer names them
+            grpo_trainer(self.config["run_id"])
         return AWorldScheduler.configure(agent=self.agent, reward_func=self.reward_func)
 
     def train(self) -> Any:
