@@ -1,7 +1,8 @@
 """ms-swift: a ``MultiTurnScheduler`` that runs the workflow for each GRPO rollout request.
 
-ms-swift's GRPO trainer builds ``multi_turns[args.multi_turn_scheduler](infer_engine=...,
-max_turns=...)`` and awaits ``run(infer_request, request_config)`` per request.
+ms-swift's rollout server for GRPO (``swift rollout --multi_turn_scheduler aworld``) builds
+``multi_turns[args.multi_turn_scheduler](infer_engine=..., max_turns=...)`` and awaits
+``run(infer_request, request_config)`` per request of the trainer's batch.
 :class:`AWorldScheduler` (put in ``multi_turns`` as ``aworld`` when this module is imported
 with ms-swift installed, e.g. from an ``--external_plugins`` file) runs the configured agent on
 the request's last user message with :class:`SwiftEngineModel` as its model: each LLM call
