@@ -2,7 +2,7 @@
 
 ms-swift 4.6.0 pins ``transformers<5.20`` and ``trl<1``, below this project's, so it runs in
 a venv of its own (tests/train/trainer_venv.py, under ``.cache/``). A script there takes the
-scheduler from ms-swift's ``multi_turns`` registry, builds it as ms-swift's GRPO trainer does
+scheduler from ms-swift's ``multi_turns`` registry, builds it as ``swift rollout`` does
 (``infer_engine=``, ``max_turns=``) with a stand-in inference engine that returns ms-swift's
 ``ChatCompletionResponse``: it renders the request with the SmolLM2 tokenizer (from the GGUF
 the embedded model serves) and has the loopback token server here
