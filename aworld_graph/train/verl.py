@@ -17,12 +17,33 @@ without ids) is never training data: its output has the prompt, no response toke
 nothing of it is in the loss) and ``extra_fields["aworld_error"]`` saying why. Every output
 names its episode's thread in ``extra_fields["aworld_thread"]`` (when the run started).
 
-Each episode is a new checkpoint thread (``verl-<index>-<uuid>``), so verl restarted on a
-step samples every episode again: ``run`` gets the row's columns, where ``index`` is the
-dataset row's (the same for the ``rollout.n`` samples of a prompt and at every epoch) and
-``uid`` a new uuid per prompt at every step; the step (``meta_info["global_steps"]``) and the
-sample's number within its group stay in verl's worker. Nothing of that names one episode
-across a restart, and a thread named from it would give one episode another's finished run.
+Each episode is a checkpoint thread of its own. ``run`` gets only the row's columns (``index``
+is the dataset row's, the same for the ``rollout.n`` samples of a prompt and at every epoch;
+``uid`` a new uuid per prompt at every step): the step and the sample's place in the batch stay
+in verl's ``AgentLoopWorker``. Set verl's own extension point to this module's manager, whose
+workers (:class:`AWorldAgentLoopWorker`) hand the loop what verl passes their
+``_run_agent_loop``::
+
+    actor_rollout_ref.rollout.agent.agent_loop_manager_class=aworld_graph.train.verl.AWorldAgentLoopManager
+
+and the episode's thread is ``verl-<run_id>-<train|val>-s<step>-b<place>-i<index>-<digest>``:
+verl's ``global_steps``, the sample's place in the step's batch (verl's ``priority``
+column, numbered before the batch is split among the workers, so it is one sample's alone
+where a group's samples land on two workers), the dataset row's ``index`` and a digest of the
+prompt and its ground truth (a ``run_id`` reused with other data gives its rows threads of
+their own, never another episode's; a thread that holds another task fails its row). verl restarted from its checkpoint restores
+``global_steps`` and its dataloader's state and gives the step the same batch, so the step's
+finished episodes are read back from the store (the model is not called for them) and the
+unfinished ones resume from their last checkpoint, their finished tool calls not run again.
+``run_id`` is verl's ``trainer.experiment_name``: the name verl resumes a run by (its
+checkpoints are under ``trainer.default_local_dir``,
+``checkpoints/<project_name>/<experiment_name>``), so a resumed run keeps it and a new
+experiment gets a new one; set ``run_id:`` in the agent loop config to name it otherwise.
+The manager serves verl's PPO trainer of ``trainer.use_v1=False`` (its ``RayPPOTrainer``;
+verl 0.9.1's generated config defaults to ``True``): verl's V1 trainer feeds its TransferQueue
+from a worker class of its own, and the manager refuses it, saying what to set. Without the manager (no step reaches the loop)
+every episode is a new thread, ``verl-<index>-<uuid4>``, and a restarted step samples every
+episode again.
 
 Configure it in the process that runs it (``AWorldAgentLoop.configure(agent=...,
 reward_func=...)``) or, for verl's Ray workers, in the agent loop config file::
@@ -31,6 +52,7 @@ reward_func=...)``) or, for verl's Ray workers, in the agent loop config file::
       _target_: aworld_graph.train.verl.AWorldAgentLoop
       agent: my_project.agents:solver          # module:attribute
       reward_func: aworld_graph.rewards:numeric
+      run_id: exp1                             # optional: trainer.experiment_name by default
 
 verl pins ``transformers<5.11``, below this project's ``train`` extra: install it in an
 environment of its own (``pip install 'aworld-graph[train-verl]'``; docs/training.md). This
@@ -39,8 +61,12 @@ module imports without verl; using it without verl raises :class:`TrainerNotInst
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+import hashlib
 import importlib
+import json
+import operator
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -53,7 +79,13 @@ from .episodes import run_episode
 from .extras import TRAINERS, AgentConfigured, TrainerNotInstalled
 from .sequences import flatten
 
-__all__ = ["AWorldAgentLoop", "VerlServerModel", "register_agent_loop"]
+__all__ = [
+    "AWorldAgentLoop",
+    "AWorldAgentLoopManager",
+    "AWorldAgentLoopWorker",
+    "VerlServerModel",
+    "register_agent_loop",
+]
 
 AGENT_LOOP_NAME = "aworld_agent"
 """The name :class:`AWorldAgentLoop` is registered under (``agent_name`` in verl's data)."""
@@ -77,6 +109,41 @@ def _ref(value: Any, what: str) -> Any:
     if not name:
         raise ValueError(f"AWorldAgentLoop {what}={value!r}: give 'module:attribute'")
     return getattr(importlib.import_module(module), name)
+
+
+_SAMPLE: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "aworld_verl_sample", default=None
+)
+"""What verl's worker knows of the sample its agent loop runs: the trajectory it hands
+``_run_agent_loop`` (``step``, ``sample_index``, ``rollout_n``, ``validate``) and the sample's
+``place`` in the batch; set by :class:`AWorldAgentLoopWorker` for that sample's task."""
+
+
+def _number(value: Any) -> int | None:
+    """An integer (numpy's included), else ``None``."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _episode_thread(run_id: str | None, row: Mapping[str, Any]) -> str | None:
+    """The thread of the episode the running sample is (see the module docstring): ``None``
+    without a ``run_id`` or outside :class:`AWorldAgentLoopWorker` (a new thread then)."""
+    sample = _SAMPLE.get()
+    if not run_id or sample is None:
+        return None
+    step, place = _number(sample.get("step")), _number(sample.get("place"))
+    if step is None or step < 0 or place is None:
+        return None
+    index = _number(sample.get("sample_index"))
+    task = {
+        "raw_prompt": row.get("raw_prompt"),
+        "ground_truth": (row.get("reward_model") or {}).get("ground_truth"),
+    }
+    digest = hashlib.sha256(json.dumps(task, sort_keys=True, default=str).encode()).hexdigest()
+    mode = "val" if sample.get("validate") else "train"
+    return f"verl-{run_id}-{mode}-s{step}-b{place}-i{index}-{digest[:10]}"
 
 
 class VerlServerModel:
@@ -175,20 +242,23 @@ class VerlServerModel:
         )
 
 
-def _loop_base() -> type:
+def _base(name: str) -> type:
+    """verl's class ``name`` to subclass; ``object`` without verl (the module still imports,
+    and using the subclass raises :class:`TrainerNotInstalled`)."""
     try:
-        return _verl().AgentLoopBase  # type: ignore[no-any-return]
+        return getattr(_verl(), name)  # type: ignore[no-any-return]
     except TrainerNotInstalled:
         return object
 
 
-class AWorldAgentLoop(AgentConfigured, _loop_base()):  # type: ignore[misc]
+class AWorldAgentLoop(AgentConfigured, _base("AgentLoopBase")):  # type: ignore[misc]
     """verl's agent loop for an aworld-graph agent (see the module docstring)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         verl = _verl()
         agent = kwargs.pop("agent", None)
         reward = kwargs.pop("reward_func", None)
+        run_id = kwargs.pop("run_id", None)
         kwargs.pop("tools", None)  # verl's own tool list: the agent brings its tools
         verl.AgentLoopBase.__init__(self, *args, **kwargs)
         self.agent: Agent | None = (
@@ -197,6 +267,10 @@ class AWorldAgentLoop(AgentConfigured, _loop_base()):  # type: ignore[misc]
         self.reward_func: Callable[..., Any] | None = (
             _ref(reward, "reward_func") if reward is not None else type(self).configured_reward
         )
+        trainer = self.config.get("trainer") or {}
+        self.run_id: str | None = str(run_id or trainer.get("experiment_name") or "") or None
+        """Names the training run in its episodes' threads (``trainer.experiment_name`` unless
+        the agent loop config sets ``run_id``)."""
         if not isinstance(self.agent, Agent):
             raise ValueError(
                 "AWorldAgentLoop has no agent: call AWorldAgentLoop.configure(agent=...) or set "
@@ -227,6 +301,7 @@ class AWorldAgentLoop(AgentConfigured, _loop_base()):  # type: ignore[misc]
             agent=agent,
             reward_func=self.reward_func,
             thread_prefix="verl",
+            thread_id=_episode_thread(self.run_id, kwargs),
         )
         response_length = int(self.rollout_config.response_length)
         if not episode.ok:
@@ -265,6 +340,46 @@ class AWorldAgentLoop(AgentConfigured, _loop_base()):  # type: ignore[misc]
         )
 
 
+class AWorldAgentLoopWorker(_base("AgentLoopWorker")):  # type: ignore[misc]
+    """verl's ``AgentLoopWorker`` that hands each sample's agent loop the step, the sample's
+    place in the batch and whether it validates (see the module docstring); everything else
+    is verl's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _verl()
+        super().__init__(*args, **kwargs)
+
+    async def _run_agent_loop(
+        self, sampling_params: dict[str, Any], trajectory: dict[str, Any], **kwargs: Any
+    ) -> Any:
+        # verl runs each sample in a task of its own, so the value is that sample's alone
+        token = _SAMPLE.set({**trajectory, "place": kwargs.get("priority")})
+        try:
+            return await super()._run_agent_loop(sampling_params, trajectory, **kwargs)
+        finally:
+            _SAMPLE.reset(token)
+
+
+class AWorldAgentLoopManager(_base("AgentLoopManager")):  # type: ignore[misc]
+    """verl's ``AgentLoopManager`` whose workers are :class:`AWorldAgentLoopWorker`: name it
+    in ``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` (see the module
+    docstring)."""
+
+    def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
+        _verl()
+        if (config.get("trainer") or {}).get("use_v1"):
+            raise ValueError(
+                "aworld_graph.train.verl.AWorldAgentLoopManager serves verl's trainer with "
+                "trainer.use_v1=False (its V1 trainer fills a TransferQueue from a worker of "
+                "its own): set trainer.use_v1=False, or leave "
+                "actor_rollout_ref.rollout.agent.agent_loop_manager_class unset (each episode "
+                "a new thread)"
+            )
+        ray = importlib.import_module("ray")
+        self.agent_loop_workers_class = ray.remote(AWorldAgentLoopWorker)
+        super().__init__(config, *args, **kwargs)
+
+
 def register_agent_loop(name: str = AGENT_LOOP_NAME) -> type[AWorldAgentLoop]:
     """Register :class:`AWorldAgentLoop` with verl under ``name`` (done for
     ``aworld_agent`` when verl is installed and this module is imported)."""
@@ -272,5 +387,5 @@ def register_agent_loop(name: str = AGENT_LOOP_NAME) -> type[AWorldAgentLoop]:
     return AWorldAgentLoop
 
 
-if _loop_base() is not object:
+if _base("AgentLoopBase") is not object:
     register_agent_loop()

@@ -131,6 +131,14 @@ def test_adapter_without_its_trainer_names_the_extra(trainer: str) -> None:
         config.adapter()
 
 
+def test_verls_worker_and_manager_without_verl_name_the_extra() -> None:
+    from aworld_graph.train.verl import AWorldAgentLoopManager, AWorldAgentLoopWorker
+
+    for cls in (AWorldAgentLoopWorker, AWorldAgentLoopManager):
+        with pytest.raises(TrainerNotInstalled, match="train-verl"):
+            cls({})
+
+
 @pytest.mark.slow
 @pytest.mark.local_model
 @pytest.mark.timeout(3600)
@@ -158,9 +166,10 @@ def test_verl_agent_loop_with_verls_classes(tmp_path: Any) -> None:
     assert failed["response_ids"] == [] and failed["response_mask"] == []
     assert "scorer down" in failed["extra_fields"]["aworld_error"]
     assert failed["reward_score"] is None
-    # verl hands the loop nothing that names an episode across a restart (the same row comes
-    # with the same columns for each of a prompt's samples): the same row again is sampled
-    # anew on a thread of its own, never read back as another episode's run
+    # outside AWorldAgentLoopWorker nothing names an episode across a restart (the same row
+    # comes with the same columns for each of a prompt's samples): the same row again is
+    # sampled anew on a thread of its own, never read back as another episode's run
+    # (tests/train/test_verl_resume.py: the worker's threads, resumed)
     threads = [out["extra_fields"]["aworld_thread"], failed["extra_fields"]["aworld_thread"]]
     assert threads[0] != threads[1] and all(t.startswith("verl-0-") for t in threads)
     assert len(server.sampled) == 2

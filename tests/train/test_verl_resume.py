@@ -1,0 +1,263 @@
+"""verl episodes named from what verl's worker knows, and resumed from the store.
+
+In verl's venv (tests/train/trainer_venv.py) a script builds verl's real ``AgentLoopWorker``
+subclass, :class:`~aworld_graph.train.verl.AWorldAgentLoopWorker`, from verl's own default
+trainer config (its model folder holds the SmolLM2 tokenizer and config of the embedded
+model's GGUF, no weights) and runs its ``generate_sequences`` on a ``DataProto`` batch the
+way verl's trainer hands it one: ``meta_info["global_steps"]``, ``validate``, the dataset's
+``index`` column and the ``priority`` column verl's ``AgentLoopManager`` numbers the batch
+with. The model behind verl's server manager is a stand-in: the script sends the prompt ids'
+text to a scripted loopback server here and tokenizes the reply with the same tokenizer
+(a tool call for ``add``, then the answer ``4``); the ``add`` tool appends a line to a file
+for each run, so a tool call run twice shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from aworld_graph.checkpoint import open_store
+from aworld_graph.local import model_path
+from tests.server.conftest import LiveServer
+from tests.train.trainer_venv import ROOT, Unavailable, trainer_python
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+ARGS = """
+import asyncio, json, sys
+
+from tests.train.verl_worker import batch, setup, summary, trainer_config, worker
+
+url, model_dir, gguf, log, experiment = sys.argv[1:6]
+setup(model_dir, gguf, log)
+"""
+
+NAMES = (
+    ARGS
+    + r"""
+from verl.experimental.agent_loop.agent_loop import AgentLoopManager, AgentLoopWorker
+from verl.utils.import_utils import load_class_from_fqn
+
+mine = worker(url, model_dir)
+results = {}
+
+
+def run(name, made, data):
+    results[name] = summary(asyncio.run(made.generate_sequences(data)))
+
+
+run("step3", mine, batch(["2+2 (A)"], 3, n=2))
+run("step3_again", worker(url, model_dir), batch(["2+2 (A)"], 3, n=2))  # verl restarted
+run("val3", mine, batch(["2+2 (A)"], 3, validate=True))
+run("step4", mine, batch(["2+2 (A)"], 4, n=2))
+run("other_data", mine, batch(["2+2 (Z)"], 3))  # exp1 reused on other data
+run("named", worker(url, model_dir, experiment_name="exp2"), batch(["2+2 (A)"], 3))
+run("plain", worker(url, model_dir, AgentLoopWorker), batch(["2+2 (A)"], 3))  # verl's own
+
+# verl's trainer loads actor_rollout_ref.rollout.agent.agent_loop_manager_class this way
+manager_class = load_class_from_fqn(
+    "aworld_graph.train.verl.AWorldAgentLoopManager", "AgentLoopManager"
+)
+manager = manager_class(trainer_config(model_dir), None)
+refused = None
+try:
+    manager_class(trainer_config(model_dir, use_v1=True), None)
+except ValueError as exc:
+    refused = str(exc)
+workers = manager.agent_loop_workers_class.__ray_metadata__.modified_class
+results["manager"] = {
+    "is_manager": issubclass(manager_class, AgentLoopManager),
+    "workers": workers.__mro__[1].__qualname__,
+    "refused": refused,
+}
+print(json.dumps(results))
+"""
+)
+
+KILLED = (
+    ARGS
+    + """
+made = worker(url, model_dir, experiment_name=experiment)
+out = asyncio.run(made.generate_sequences(batch(["2+2 (A)", "2+2 (B)"], 3)))
+print(json.dumps(summary(out)))
+"""
+)
+
+
+class Scripted:
+    """The model behind the stand-in server manager: a tool call for ``add``, then ``4`` once
+    the prompt holds the tool's result. :attr:`requests` keeps each call's task and whether it
+    was the answering call; while :attr:`hold` names a task, its answering call waits."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, bool]] = []
+        self.hold: str | None = None
+        self.app = Starlette(routes=[Route("/generate", self.generate, methods=["POST"])])
+
+    async def generate(self, request: Request) -> JSONResponse:
+        prompt = (await request.json())["prompt"]
+        task = prompt.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0]
+        answering = "<|im_start|>tool" in prompt
+        self.requests.append((task, answering))
+        for _ in range(1200):  # 60 s at most
+            if not (answering and self.hold is not None and self.hold in task):
+                break
+            await asyncio.sleep(0.05)
+        call = {"name": "add", "arguments": {"a": 2, "b": 2}}
+        return JSONResponse(
+            {"text": "4" if answering else f"<tool_call>{json.dumps(call)}</tool_call>"}
+        )
+
+
+@pytest.fixture
+def scripted() -> Iterator[tuple[Scripted, str]]:
+    server = Scripted()
+    with LiveServer(server.app) as live:
+        yield server, live.url
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("verl-model")
+
+
+def _venv() -> Path:
+    try:
+        return trainer_python("verl")
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _start(
+    script: str, url: str, model_dir: Path, log: Path, experiment: str = "exp1"
+) -> subprocess.Popen[str]:
+    """``script`` in verl's venv, on this test's store (``AWORLD_GRAPH_DB``)."""
+    args = [url, str(model_dir), str(model_path()), str(log), experiment]
+    return subprocess.Popen(
+        [str(_venv()), "-c", script, *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(log.parent),
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "AWORLD_GRAPH_DB": os.environ["AWORLD_GRAPH_DB"],
+        },
+    )
+
+
+def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err[-4000:]
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def test_the_thread_is_named_from_what_verls_worker_knows(
+    scripted: tuple[Scripted, str], model_dir: Path, tmp_path: Path
+) -> None:
+    server, url = scripted
+    log = tmp_path / "tools.log"
+    result = _result(_start(NAMES, url, model_dir, log))
+    step3 = result["step3"]["threads"]
+    # run_id: trainer.experiment_name; the sample's place in the batch tells a group's two
+    # samples apart; the dataset row's index, and a digest of the prompt and ground truth
+    assert [t.rsplit("-", 1)[0] for t in step3] == [
+        "verl-exp1-train-s3-b0-i10",
+        "verl-exp1-train-s3-b1-i10",
+    ]
+    assert result["step3"]["answers"] == ["4", "4"] and result["step3"]["rm_scores"] == [1.0, 1.0]
+    # verl restarted on step 3 (another worker, the same batch): each episode is read back
+    assert result["step3_again"]["threads"] == step3
+    assert result["step3_again"]["responses"] == result["step3"]["responses"]
+    assert result["val3"]["threads"][0].startswith("verl-exp1-val-s3-b0-i10-")
+    assert result["step4"]["threads"][0].startswith("verl-exp1-train-s4-b0-i10-")
+    # the same step, place and index with another prompt (exp1 reused on other data): the
+    # digest gives it a thread of its own, never the other row's episode
+    other = result["other_data"]["threads"][0]
+    assert other.startswith("verl-exp1-train-s3-b0-i10-") and other != step3[0]
+    assert result["named"]["threads"][0].startswith("verl-exp2-train-s3-b0-i10-")
+    # verl's own worker hands the loop no step: a new thread
+    assert result["plain"]["threads"][0].startswith("verl-10-")
+    assert len(result["plain"]["threads"][0]) == len("verl-10-") + 32
+    # step 3 twice, the repeat read back; validation, step 4 twice, other data, exp2, verl's
+    # own worker: each sampled (a tool call and the answer)
+    assert len(server.requests) == 2 * (2 + 1 + 2 + 1 + 1 + 1)
+    assert len(log.read_text().split()) == 8
+    manager = result["manager"]
+    assert manager["is_manager"] and manager["workers"] == "AWorldAgentLoopWorker"
+    assert "trainer.use_v1=False" in manager["refused"]
+
+
+def _kill_when(proc: subprocess.Popen[str], ready: Callable[[], bool]) -> None:
+    """SIGKILL ``proc`` once ``ready()`` holds; fails if it ends before or takes 10 minutes."""
+    deadline = time.monotonic() + 600
+    try:
+        while not ready():
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the rollout never got where it is killed"
+            time.sleep(0.1)
+    finally:
+        proc.kill()  # SIGKILL
+        proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _finished(prefix: str) -> bool:
+    """Whether the store holds a finished run on a thread whose id starts with ``prefix``."""
+    saver = open_store()
+    for thread in saver.threads():
+        if thread.thread_id.startswith(prefix):
+            stored = saver.get_tuple({"configurable": {"thread_id": thread.thread_id}})
+            values = stored.checkpoint["channel_values"] if stored is not None else {}
+            return values.get("status") == "finished"
+    return False
+
+
+def test_a_verl_rollout_killed_mid_way_resumes_its_episodes(
+    scripted: tuple[Scripted, str], model_dir: Path, tmp_path: Path
+) -> None:
+    """verl's rollout process killed (SIGKILL) while sample B's answering call is in flight,
+    after sample A finished and B's tool call ran; verl restarted on the same step (the same
+    store) reads A back without a model call and resumes B without running its tool again."""
+    server, url = scripted
+    log = tmp_path / "tools.log"
+    server.hold = "(B)"
+    proc = _start(KILLED, url, model_dir, log)
+    try:
+        _kill_when(
+            proc,
+            lambda: ("2+2 (B)", True) in server.requests and _finished("verl-exp1-train-s3-b0-"),
+        )
+    finally:
+        server.hold = None
+    assert log.read_text().split() == ["4", "4"]  # A's and B's tool calls ran
+    server.requests.clear()
+    again = _result(_start(KILLED, url, model_dir, log))
+    assert server.requests == [("2+2 (B)", True)]  # A read back; B resumed at its answer
+    assert log.read_text().split() == ["4", "4"]  # B's finished tool call was not run again
+    assert again["answers"] == ["4", "4"] and again["rm_scores"] == [1.0, 1.0]
+    assert [t.rsplit("-", 2)[0] for t in again["threads"]] == [
+        "verl-exp1-train-s3-b0",
+        "verl-exp1-train-s3-b1",
+    ]
+    # what verl gets is what a rollout never cut short gives (another run: nothing read back)
+    clean = _result(_start(KILLED, url, model_dir, log, "exp2"))
+    assert len(server.requests) == 1 + 4
+    assert clean["responses"] == again["responses"] and clean["rm_scores"] == again["rm_scores"]
