@@ -97,6 +97,49 @@ print(json.dumps(summary(out)))
 """
 )
 
+MANAGED = (
+    ARGS
+    + r"""
+import os
+from pathlib import Path
+
+import ray
+from transformers import AutoTokenizer
+
+from aworld_graph.train.verl import AWorldAgentLoopManager
+from tests.train.verl_worker import StandInServerManager
+
+loops = Path(log).parent / "agent_loops.yaml"
+loops.write_text(
+    "- name: aworld_agent\n"
+    "  _target_: aworld_graph.train.verl.AWorldAgentLoop\n"
+    "  agent: tests.train.verl_worker:plain\n"
+)
+# a local Ray instance: its workers write to this test's store and import this checkout
+env = {"AWORLD_GRAPH_DB": os.environ["AWORLD_GRAPH_DB"], "PYTHONPATH": os.getcwd()}
+ray.init(
+    num_cpus=2,
+    object_store_memory=100 * 2**20,
+    include_dashboard=False,
+    runtime_env={"env_vars": env},
+)
+try:
+    config = trainer_config(model_dir)
+    config.actor_rollout_ref.rollout.agent.num_workers = 2
+    config.actor_rollout_ref.rollout.agent.agent_loop_config_path = str(loops)
+    llm_client = StandInServerManager(url, AutoTokenizer.from_pretrained(model_dir))
+    manager = AWorldAgentLoopManager.create(config=config, llm_client=llm_client)
+    # a prompt's two samples, which the manager splits between its two workers
+    results = [
+        summary(manager.generate_sequences(batch(["2+2 (A)"], 3, n=2, numbered=False)))
+        for _ in range(2)
+    ]
+finally:
+    ray.shutdown()
+print(json.dumps(results))
+"""
+)
+
 
 class Scripted:
     """The model behind the stand-in server manager: a tool call for ``add``, then ``4`` once
@@ -203,6 +246,22 @@ def test_the_thread_is_named_from_what_verls_worker_knows(
     manager = result["manager"]
     assert manager["is_manager"] and manager["workers"] == "AWorldAgentLoopWorker"
     assert "trainer.use_v1=False" in manager["refused"]
+
+
+def test_verls_manager_gives_its_ray_workers_the_samples_steps(
+    scripted: tuple[Scripted, str], model_dir: Path, tmp_path: Path
+) -> None:
+    """The manager as verl's trainer runs it: Ray actors of its worker class, the batch split
+    among them. Each worker numbers a group's samples from 0 in its own chunk, so the
+    sample's place in the whole batch (verl's ``priority``) tells them apart."""
+    server, url = scripted
+    first, again = _result(_start(MANAGED, url, model_dir, tmp_path / "tools.log"))
+    assert [t.rsplit("-", 1)[0] for t in first["threads"]] == [
+        "verl-exp1-train-s3-b0-i10",
+        "verl-exp1-train-s3-b1-i10",
+    ]
+    assert again["threads"] == first["threads"]  # the same step again: read back
+    assert len(server.requests) == 2
 
 
 def _kill_when(proc: subprocess.Popen[str], ready: Callable[[], bool]) -> None:

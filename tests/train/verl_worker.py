@@ -97,21 +97,25 @@ def _column(values: list[Any]) -> Any:
     return out
 
 
-def batch(tasks: list[str], step: int, validate: bool = False, n: int = 1) -> DataProto:
+def batch(
+    tasks: list[str], step: int, validate: bool = False, n: int = 1, numbered: bool = True
+) -> DataProto:
     """What verl's trainer hands its agent loop manager for ``tasks`` (dataset rows 10, 11…):
     one row per sample, a prompt's ``rollout.n`` samples side by side, ``global_steps`` and
-    ``validate`` in ``meta_info``; with the ``priority`` column the manager numbers the batch
-    with before it splits it among its workers."""
+    ``validate`` in ``meta_info``. ``numbered``: with the ``priority`` column the manager
+    numbers the batch with before it splits it among its workers (for a worker driven
+    without its manager)."""
     rows = [(i, t) for i, t in enumerate(tasks) for _ in range(n)]
+    columns = {
+        "raw_prompt": _column([[{"role": "user", "content": t}] for _, t in rows]),
+        "reward_model": _column([{"ground_truth": "4"} for _ in rows]),
+        "index": _column([10 + i for i, _ in rows]),
+        "agent_name": _column(["aworld_agent"] * len(rows)),
+    }
+    if numbered:
+        columns["priority"] = np.arange(len(rows), dtype=np.int64)
     return DataProto.from_dict(
-        non_tensors={
-            "raw_prompt": _column([[{"role": "user", "content": t}] for _, t in rows]),
-            "reward_model": _column([{"ground_truth": "4"} for _ in rows]),
-            "index": _column([10 + i for i, _ in rows]),
-            "agent_name": _column(["aworld_agent"] * len(rows)),
-            "priority": np.arange(len(rows), dtype=np.int64),
-        },
-        meta_info={"global_steps": step, "validate": validate},
+        non_tensors=columns, meta_info={"global_steps": step, "validate": validate}
     )
 
 
@@ -121,5 +125,9 @@ def summary(out: DataProto) -> dict[str, Any]:
         "threads": out.non_tensor_batch["aworld_thread"].tolist(),
         "answers": out.non_tensor_batch["aworld_answer"].tolist(),
         "responses": out.batch["responses"].tolist(),
-        "rm_scores": out.batch["rm_scores"].sum(-1).tolist(),
+        "rm_scores": out.batch["rm_scores"].sum(-1).tolist() if "rm_scores" in out.batch else None,
     }
+
+
+plain = Agent(name="solver", system_prompt="Answer.")
+"""An agent without tools, for verl's Ray workers (the agent loop config names it)."""
