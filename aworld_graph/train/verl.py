@@ -37,8 +37,11 @@ finished episodes are read back from the store (the model is not called for them
 unfinished ones resume from their last checkpoint, their finished tool calls not run again.
 ``run_id`` is verl's ``trainer.experiment_name``: the name verl resumes a run by (its
 checkpoints are under ``trainer.default_local_dir``,
-``checkpoints/<project_name>/<experiment_name>``), so a resumed run keeps it and a new
-experiment gets a new one; set ``run_id:`` in the agent loop config to name it otherwise.
+``checkpoints/<project_name>/<experiment_name>``), so a resumed run keeps it; set ``run_id:``
+in the agent loop config to name it otherwise. A run with ``trainer.resume_mode=disable``
+never resumes, and its episodes are new threads. A new run under a name whose episodes the
+store still keeps would read them back, as verl would resume that name's checkpoints: give a
+new run a new ``trainer.experiment_name`` (or ``run_id``).
 The manager serves verl's PPO trainer of ``trainer.use_v1=False`` (its ``RayPPOTrainer``;
 verl 0.9.1's generated config defaults to ``True``): verl's V1 trainer feeds its TransferQueue
 from a worker class of its own, and the manager refuses it, saying what to set. Without the manager (no step reaches the loop)
@@ -268,9 +271,11 @@ class AWorldAgentLoop(AgentConfigured, _base("AgentLoopBase")):  # type: ignore[
             _ref(reward, "reward_func") if reward is not None else type(self).configured_reward
         )
         trainer = self.config.get("trainer") or {}
-        self.run_id: str | None = str(run_id or trainer.get("experiment_name") or "") or None
+        if run_id is None and trainer.get("resume_mode", "auto") != "disable":
+            run_id = trainer.get("experiment_name")
+        self.run_id: str | None = str(run_id) if run_id else None
         """Names the training run in its episodes' threads (``trainer.experiment_name`` unless
-        the agent loop config sets ``run_id``)."""
+        the agent loop config sets ``run_id``; none for a run that never resumes)."""
         if not isinstance(self.agent, Agent):
             raise ValueError(
                 "AWorldAgentLoop has no agent: call AWorldAgentLoop.configure(agent=...) or set "

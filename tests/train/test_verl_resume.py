@@ -67,6 +67,7 @@ run("step4", mine, batch(["2+2 (A)"], 4, n=2))
 run("other_data", mine, batch(["2+2 (Z)"], 3))  # exp1 reused on other data
 run("named", worker(url, model_dir, experiment_name="exp2"), batch(["2+2 (A)"], 3))
 run("plain", worker(url, model_dir, AgentLoopWorker), batch(["2+2 (A)"], 3))  # verl's own
+run("never_resumed", worker(url, model_dir, resume_mode="disable"), batch(["2+2 (A)"], 3))
 
 # verl's trainer loads actor_rollout_ref.rollout.agent.agent_loop_manager_class this way
 manager_class = load_class_from_fqn(
@@ -239,10 +240,13 @@ def test_the_thread_is_named_from_what_verls_worker_knows(
     # verl's own worker hands the loop no step: a new thread
     assert result["plain"]["threads"][0].startswith("verl-10-")
     assert len(result["plain"]["threads"][0]) == len("verl-10-") + 32
+    # a run that never resumes (trainer.resume_mode=disable) has no run_id: a new thread
+    never = result["never_resumed"]["threads"][0]
+    assert never.startswith("verl-10-") and never != result["plain"]["threads"][0]
     # step 3 twice, the repeat read back; validation, step 4 twice, other data, exp2, verl's
-    # own worker: each sampled (a tool call and the answer)
-    assert len(server.requests) == 2 * (2 + 1 + 2 + 1 + 1 + 1)
-    assert len(log.read_text().split()) == 8
+    # own worker, the run never resumed: each sampled (a tool call and the answer)
+    assert len(server.requests) == 2 * (2 + 1 + 2 + 1 + 1 + 1 + 1)
+    assert len(log.read_text().split()) == 9
     manager = result["manager"]
     assert manager["is_manager"] and manager["workers"] == "AWorldAgentLoopWorker"
     assert "trainer.use_v1=False" in manager["refused"]
