@@ -9,7 +9,9 @@ way verl's trainer hands it one: ``meta_info["global_steps"]``, ``validate``, th
 with. The model behind verl's server manager is a stand-in: the script sends the prompt ids'
 text to a scripted loopback server here and tokenizes the reply with the same tokenizer
 (a tool call for ``add``, then the answer ``4``); the ``add`` tool appends a line to a file
-for each run, so a tool call run twice shows.
+for each run, so a tool call run twice shows (the venv's side: tests/train/verl_worker.py).
+One script starts :class:`~aworld_graph.train.verl.AWorldAgentLoopManager` as verl's trainer
+does, its workers Ray actors on a local Ray instance that the script shuts down.
 """
 
 from __future__ import annotations
