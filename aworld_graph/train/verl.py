@@ -17,36 +17,59 @@ without ids) is never training data: its output has the prompt, no response toke
 nothing of it is in the loss) and ``extra_fields["aworld_error"]`` saying why. Every output
 names its episode's thread in ``extra_fields["aworld_thread"]`` (when the run started).
 
+Each output's ``extra_fields`` also carry verl's ``min_global_steps``/``max_global_steps``:
+the first and last weight versions (the ``global_steps`` verl's servers report) its calls
+were sampled with, kept with each call in the store, which verl's V1 trainer needs for its
+off-policy checks and metrics.
+
 Each episode is a checkpoint thread of its own. ``run`` gets only the row's columns (``index``
 is the dataset row's, the same for the ``rollout.n`` samples of a prompt and at every epoch;
-``uid`` a new uuid per prompt at every step): the step and the sample's place in the batch stay
-in verl's ``AgentLoopWorker``. Set verl's own extension point to this module's manager, whose
-workers (:class:`AWorldAgentLoopWorker`) hand the loop what verl passes their
-``_run_agent_loop``::
+``uid`` a new uuid per prompt at every step): the step and what tells a group's samples apart
+stay in verl's worker. Set verl's own extension point to this module's manager, whose workers
+hand the loop what verl passes their ``_run_agent_loop``::
 
     actor_rollout_ref.rollout.agent.agent_loop_manager_class=aworld_graph.train.verl.AWorldAgentLoopManager
 
-and the episode's thread is ``verl-<run_id>-<train|val>-s<step>-b<place>-i<index>-<digest>``:
-verl's ``global_steps``, the sample's place in the step's batch (verl's ``priority``
-column, numbered before the batch is split among the workers, so it is one sample's alone
-where a group's samples land on two workers), the dataset row's ``index`` and a digest of the
-prompt and its ground truth (a ``run_id`` reused with other data gives its rows threads of
-their own, never another episode's; a thread that holds another task fails its row). verl restarted from its checkpoint restores
-``global_steps`` and its dataloader's state and gives the step the same batch, so the step's
-finished episodes are read back from the store (the model is not called for them) and the
-unfinished ones resume from their last checkpoint, their finished tool calls not run again.
-``run_id`` is verl's ``trainer.experiment_name``: the name verl resumes a run by (its
-checkpoints are under ``trainer.default_local_dir``,
+It serves both of verl's PPO trainers: verl builds it with ``create``, which picks by
+``trainer.use_v1`` (verl 0.9.1's default is ``True``).
+
+- verl's V1 trainer (``trainer.use_v1=True``): :class:`AWorldAgentLoopManagerTQ`, verl's
+  ``AgentLoopManagerTQ`` whose workers (:class:`AWorldAgentLoopWorkerTQ`) run each prompt's
+  ``rollout.n`` sessions in one worker and put their outputs in verl's TransferQueue. The
+  thread is ``verl-<run_id>-<train|val>-s<step>-i<index>-n<session>-<digest>``: the prompt's
+  ``global_steps`` (the step verl fetched it at), the dataset row's ``index`` and the
+  session's number in the group. verl's synchronous V1 trainer (``trainer.v1.trainer_mode=
+  sync``, its default) restarted from a checkpoint restores ``global_steps`` and its
+  dataloader's state and fetches each step's prompts again in the same order, so a step
+  gives its rows the same names. Its asynchronous modes (``colocate_async``,
+  ``separate_async``) fetch prompts ahead of the step that trains on them, as groups finish:
+  after a restart a prompt fetched at the same step as before resumes, one fetched at
+  another step (or re-issued from verl's TransferQueue checkpoint, which gives it the resumed
+  step) is sampled again under a new name. A row that comes twice in one step (an epoch that
+  ends inside a step, where verl fetches prompts one at a time: its asynchronous modes,
+  ``filter_groups``, ``sync_refill_failed_groups``) gives both of its groups the same threads.
+- verl's trainer of ``trainer.use_v1=False``: the manager is verl's ``AgentLoopManager``
+  whose workers (:class:`AWorldAgentLoopWorker`) get a group's samples as rows of the batch,
+  split among the workers. The thread is
+  ``verl-<run_id>-<train|val>-s<step>-b<place>-i<index>-<digest>``: the sample's place in the
+  step's batch (verl's ``priority`` column, numbered before the batch is split, so it is one
+  sample's alone where a group's samples land on two workers). Restarted from its
+  checkpoint, the trainer restores ``global_steps`` and its dataloader's state and gives the
+  step the same batch.
+
+Either way, the step's finished episodes are then read back from the store (the model is not
+called for them) and the unfinished ones resume from their last checkpoint, their finished
+tool calls not run again. The digest of the prompt and its ground truth keeps a ``run_id``
+reused with other data from reading another row's episode (a thread that holds another task
+fails its row). ``run_id`` is verl's ``trainer.experiment_name``: the name verl resumes a run
+by (its checkpoints are under ``trainer.default_local_dir``,
 ``checkpoints/<project_name>/<experiment_name>``), so a resumed run keeps it; set ``run_id:``
 in the agent loop config to name it otherwise. A run with ``trainer.resume_mode=disable``
 never resumes, and its episodes are new threads. A new run under a name whose episodes the
 store still keeps would read them back, as verl would resume that name's checkpoints: give a
-new run a new ``trainer.experiment_name`` (or ``run_id``).
-The manager serves verl's PPO trainer of ``trainer.use_v1=False`` (its ``RayPPOTrainer``;
-verl 0.9.1's generated config defaults to ``True``): verl's V1 trainer feeds its TransferQueue
-from a worker class of its own, and the manager refuses it, saying what to set. Without the manager (no step reaches the loop)
-every episode is a new thread, ``verl-<index>-<uuid4>``, and a restarted step samples every
-episode again.
+new run a new ``trainer.experiment_name`` (or ``run_id``). Without the manager (no step
+reaches the loop) every episode is a new thread, ``verl-<index>-<uuid4>``, and a restarted
+step samples every episode again.
 
 Configure it in the process that runs it (``AWorldAgentLoop.configure(agent=...,
 reward_func=...)``) or, for verl's Ray workers, in the agent loop config file::
@@ -58,8 +81,9 @@ reward_func=...)``) or, for verl's Ray workers, in the agent loop config file::
       run_id: exp1                             # optional: trainer.experiment_name by default
 
 verl pins ``transformers<5.11``, below this project's ``train`` extra: install it in an
-environment of its own (``pip install 'aworld-graph[train-verl]'``; docs/training.md). This
-module imports without verl; using it without verl raises :class:`TrainerNotInstalled`.
+environment of its own (``pip install 'aworld-graph[train-verl]'``, with the TransferQueue its
+V1 trainer imports; docs/training.md). This module imports without verl; using it without
+verl (or the V1 classes without TransferQueue) raises :class:`TrainerNotInstalled`.
 """
 
 from __future__ import annotations
@@ -85,7 +109,9 @@ from .sequences import flatten
 __all__ = [
     "AWorldAgentLoop",
     "AWorldAgentLoopManager",
+    "AWorldAgentLoopManagerTQ",
     "AWorldAgentLoopWorker",
+    "AWorldAgentLoopWorkerTQ",
     "VerlServerModel",
     "register_agent_loop",
 ]
@@ -118,8 +144,10 @@ _SAMPLE: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextV
     "aworld_verl_sample", default=None
 )
 """What verl's worker knows of the sample its agent loop runs: the trajectory it hands
-``_run_agent_loop`` (``step``, ``sample_index``, ``rollout_n``, ``validate``) and the sample's
-``place`` in the batch; set by :class:`AWorldAgentLoopWorker` for that sample's task."""
+``_run_agent_loop`` (``step``, ``sample_index``, ``rollout_n``, ``validate``) and what tells a
+group's samples apart: the sample's ``place`` in the batch (:class:`AWorldAgentLoopWorker`)
+or its ``session`` (:class:`AWorldAgentLoopWorkerTQ`); set by the worker for that sample's
+task."""
 
 
 def _number(value: Any) -> int | None:
@@ -130,23 +158,44 @@ def _number(value: Any) -> int | None:
         return None
 
 
+def _weight_steps(response: Any) -> dict[str, int]:
+    """verl's ``min_global_steps``/``max_global_steps`` of a run: the first and last weight
+    versions its calls were sampled with (each call's ``tokens["weights"]``, kept in the store,
+    so a run read back has them too); none without a call that reported them."""
+    trace = response.state.get("trace") or [] if response is not None else []
+    spans = [
+        r["tokens"]["weights"]
+        for r in trace
+        if r.get("kind") == "llm"
+        and isinstance(r.get("tokens"), Mapping)
+        and r["tokens"].get("weights")
+    ]
+    if not spans:
+        return {}
+    return {
+        "min_global_steps": min(int(lo) for lo, _ in spans),
+        "max_global_steps": max(int(hi) for _, hi in spans),
+    }
+
+
 def _episode_thread(run_id: str | None, row: Mapping[str, Any]) -> str | None:
     """The thread of the episode the running sample is (see the module docstring): ``None``
     without a ``run_id`` or outside :class:`AWorldAgentLoopWorker` (a new thread then)."""
     sample = _SAMPLE.get()
     if not run_id or sample is None:
         return None
-    step, place = _number(sample.get("step")), _number(sample.get("place"))
-    if step is None or step < 0 or place is None:
+    step, index = _number(sample.get("step")), _number(sample.get("sample_index"))
+    place, session = _number(sample.get("place")), _number(sample.get("session"))
+    if step is None or step < 0 or (place is None and session is None):
         return None
-    index = _number(sample.get("sample_index"))
     task = {
         "raw_prompt": row.get("raw_prompt"),
         "ground_truth": (row.get("reward_model") or {}).get("ground_truth"),
     }
     digest = hashlib.sha256(json.dumps(task, sort_keys=True, default=str).encode()).hexdigest()
     mode = "val" if sample.get("validate") else "train"
-    return f"verl-{run_id}-{mode}-s{step}-b{place}-i{index}-{digest[:10]}"
+    where = f"b{place}-i{index}" if session is None else f"i{index}-n{session}"
+    return f"verl-{run_id}-{mode}-s{step}-{where}-{digest[:10]}"
 
 
 class VerlServerModel:
@@ -226,6 +275,13 @@ class VerlServerModel:
             "logprobs": logprobs if len(logprobs) == len(ids) else [],
             "tokenizer": self.name,
         }
+        extra = getattr(out, "extra_fields", None) or {}
+        weights = [
+            _number(extra.get(f"{end}_global_steps", extra.get("global_steps")))
+            for end in ("min", "max")
+        ]
+        if None not in weights:
+            tokens["weights"] = weights
         if not calls:
             start = self.tokenizer.decode(ids).find(text) if text else 0
             tokens["text_span"] = [start, start + len(text)] if start >= 0 else None
@@ -245,13 +301,29 @@ class VerlServerModel:
         )
 
 
-def _base(name: str) -> type:
-    """verl's class ``name`` to subclass; ``object`` without verl (the module still imports,
-    and using the subclass raises :class:`TrainerNotInstalled`)."""
+def _v1() -> Any:
+    """The agent loop module of verl's V1 trainer (``trainer.use_v1=True``), which needs
+    TransferQueue, or the one-line error naming the extra."""
+    _verl()
     try:
-        return getattr(_verl(), name)  # type: ignore[no-any-return]
+        return importlib.import_module("verl.trainer.ppo.v1.agent_loop_tq")
+    except ImportError as exc:
+        raise TrainerNotInstalled(
+            f"verl's V1 trainer (trainer.use_v1=True) cannot be imported ({exc}): "
+            f"{TRAINERS['verl'][1]}"
+        ) from exc
+
+
+def _base(name: str, module: Callable[[], Any] = _verl) -> type:
+    """verl's class ``name`` (in ``module()``) to subclass, the class itself where verl made
+    it a Ray actor (``@ray.remote``); ``object`` without verl (the module still imports, and
+    using the subclass raises :class:`TrainerNotInstalled`)."""
+    try:
+        found = getattr(module(), name)
     except TrainerNotInstalled:
         return object
+    actor = getattr(found, "__ray_metadata__", None)
+    return actor.modified_class.__ray_actor_class__ if actor is not None else found  # type: ignore[no-any-return]
 
 
 class AWorldAgentLoop(AgentConfigured, _base("AgentLoopBase")):  # type: ignore[misc]
@@ -319,6 +391,7 @@ class AWorldAgentLoop(AgentConfigured, _base("AgentLoopBase")):  # type: ignore[
                 extra_fields={
                     "aworld_error": episode.error or "the run gave no sequence",
                     "aworld_thread": episode.thread_id,
+                    **_weight_steps(episode.response),
                 },
             )
         assert episode.response is not None
@@ -341,48 +414,119 @@ class AWorldAgentLoop(AgentConfigured, _base("AgentLoopBase")):  # type: ignore[
             extra_fields={
                 "aworld_thread": episode.response.thread_id,
                 "aworld_answer": episode.response.answer,
+                **_weight_steps(episode.response),
             },
         )
 
 
-class AWorldAgentLoopWorker(_base("AgentLoopWorker")):  # type: ignore[misc]
-    """verl's ``AgentLoopWorker`` that hands each sample's agent loop the step, the sample's
-    place in the batch and whether it validates (see the module docstring); everything else
-    is verl's."""
+class _SampleNames:
+    """Puts what verl's worker hands ``_run_agent_loop`` of a sample in :data:`_SAMPLE` for
+    that sample's agent loop: its trajectory and ``kwargs[key]`` (what tells a group's samples
+    apart) as ``label``, for the workers of both of verl's trainers."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        _verl()
-        super().__init__(*args, **kwargs)
+    key: str
+    label: str
 
     async def _run_agent_loop(
         self, sampling_params: dict[str, Any], trajectory: dict[str, Any], **kwargs: Any
     ) -> Any:
         # verl runs each sample in a task of its own, so the value is that sample's alone
-        token = _SAMPLE.set({**trajectory, "place": kwargs.get("priority")})
+        token = _SAMPLE.set({**trajectory, self.label: kwargs.get(self.key)})
         try:
-            return await super()._run_agent_loop(sampling_params, trajectory, **kwargs)
+            return await super()._run_agent_loop(  # type: ignore[misc]
+                sampling_params, trajectory, **kwargs
+            )
         finally:
             _SAMPLE.reset(token)
 
 
+class AWorldAgentLoopWorker(_SampleNames, _base("AgentLoopWorker")):  # type: ignore[misc]
+    """verl's ``AgentLoopWorker`` (its trainer of ``trainer.use_v1=False``) that hands each
+    sample's agent loop the step, the sample's place in the batch and whether it validates
+    (see the module docstring); everything else is verl's."""
+
+    key, label = "priority", "place"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _verl()
+        super().__init__(*args, **kwargs)
+
+
+class AWorldAgentLoopWorkerTQ(_SampleNames, _base("AgentLoopWorkerTQ", _v1)):  # type: ignore[misc]
+    """verl's ``AgentLoopWorkerTQ`` (its V1 trainer's, which runs a prompt's ``rollout.n``
+    sessions and puts their outputs in the TransferQueue) that hands each session's agent
+    loop the step, its session number and whether it validates; everything else is verl's."""
+
+    key, label = "session_id", "session"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _v1()
+        super().__init__(*args, **kwargs)
+
+
+def _uses_v1(config: Any) -> bool:
+    """Whether verl's config runs its V1 trainer (``trainer.use_v1``)."""
+    return bool((config.get("trainer") or {}).get("use_v1"))
+
+
+def _auto_await(func: Callable[..., Any]) -> Any:
+    """verl's ``auto_await`` (its managers' ``create``: awaited in a coroutine, run to its end
+    from other code); ``func`` itself without verl."""
+    try:
+        return importlib.import_module("verl.utils.ray_utils").auto_await(func)
+    except ImportError:
+        return func
+
+
 class AWorldAgentLoopManager(_base("AgentLoopManager")):  # type: ignore[misc]
-    """verl's ``AgentLoopManager`` whose workers are :class:`AWorldAgentLoopWorker`: name it
-    in ``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` (see the module
-    docstring)."""
+    """verl's agent loop manager for either of its trainers: name it in
+    ``actor_rollout_ref.rollout.agent.agent_loop_manager_class`` (see the module docstring).
+    verl builds it with :meth:`create`, which gives its V1 trainer (``trainer.use_v1=True``)
+    an :class:`AWorldAgentLoopManagerTQ`; built here, it is verl's ``AgentLoopManager`` whose
+    workers are :class:`AWorldAgentLoopWorker`."""
 
     def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
         _verl()
-        if (config.get("trainer") or {}).get("use_v1"):
+        if _uses_v1(config):
             raise ValueError(
-                "aworld_graph.train.verl.AWorldAgentLoopManager serves verl's trainer with "
-                "trainer.use_v1=False (its V1 trainer fills a TransferQueue from a worker of "
-                "its own): set trainer.use_v1=False, or leave "
-                "actor_rollout_ref.rollout.agent.agent_loop_manager_class unset (each episode "
-                "a new thread)"
+                "aworld_graph.train.verl.AWorldAgentLoopManager(config) serves verl's trainer "
+                "with trainer.use_v1=False: for its V1 trainer build it with "
+                "AWorldAgentLoopManager.create(config=...) (as verl does), or build "
+                "AWorldAgentLoopManagerTQ"
             )
         ray = importlib.import_module("ray")
         self.agent_loop_workers_class = ray.remote(AWorldAgentLoopWorker)
         super().__init__(config, *args, **kwargs)
+
+    @classmethod
+    @_auto_await
+    async def create(cls, *args: Any, **kwargs: Any) -> Any:
+        """verl's ``create``, for the trainer ``config`` names: an
+        :class:`AWorldAgentLoopManagerTQ` where ``trainer.use_v1`` is set."""
+        _verl()
+        config = kwargs["config"] if "config" in kwargs else args[0]
+        if _uses_v1(config):
+            return await AWorldAgentLoopManagerTQ.create(*args, **kwargs)
+        return await super().create(*args, **kwargs)
+
+
+class AWorldAgentLoopManagerTQ(_base("AgentLoopManagerTQ", _v1)):  # type: ignore[misc]
+    """verl's ``AgentLoopManagerTQ`` (its V1 trainer's) whose workers are
+    :class:`AWorldAgentLoopWorkerTQ`; :meth:`AWorldAgentLoopManager.create` gives it to
+    verl's V1 trainer."""
+
+    def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
+        _v1()
+        if not _uses_v1(config):
+            raise ValueError(
+                "aworld_graph.train.verl.AWorldAgentLoopManagerTQ serves verl's V1 trainer "
+                "(trainer.use_v1=True): name AWorldAgentLoopManager in "
+                "actor_rollout_ref.rollout.agent.agent_loop_manager_class, which serves both"
+            )
+        super().__init__(config, *args, **kwargs)
+        ray = importlib.import_module("ray")
+        # verl's AgentLoopManagerTQ sets its own worker class in its __init__
+        self.agent_loop_workers_class = ray.remote(AWorldAgentLoopWorkerTQ)
 
 
 def register_agent_loop(name: str = AGENT_LOOP_NAME) -> type[AWorldAgentLoop]:

@@ -131,10 +131,15 @@ def test_adapter_without_its_trainer_names_the_extra(trainer: str) -> None:
         config.adapter()
 
 
-def test_verls_worker_and_manager_without_verl_name_the_extra() -> None:
-    from aworld_graph.train.verl import AWorldAgentLoopManager, AWorldAgentLoopWorker
+def test_verls_workers_and_managers_without_verl_name_the_extra() -> None:
+    from aworld_graph.train import verl
 
-    for cls in (AWorldAgentLoopWorker, AWorldAgentLoopManager):
+    for cls in (
+        verl.AWorldAgentLoopWorker,
+        verl.AWorldAgentLoopWorkerTQ,
+        verl.AWorldAgentLoopManager,
+        verl.AWorldAgentLoopManagerTQ,
+    ):
         with pytest.raises(TrainerNotInstalled, match="train-verl"):
             cls({})
 

@@ -1,17 +1,22 @@
-"""verl episodes named from what verl's worker knows, and resumed from the store.
+"""verl episodes named from what verl's workers know, and resumed from the store, on both of
+verl's PPO trainers.
 
-In verl's venv (tests/train/trainer_venv.py) a script builds verl's real ``AgentLoopWorker``
-subclass, :class:`~aworld_graph.train.verl.AWorldAgentLoopWorker`, from verl's own default
-trainer config (its model folder holds the SmolLM2 tokenizer and config of the embedded
-model's GGUF, no weights) and runs its ``generate_sequences`` on a ``DataProto`` batch the
-way verl's trainer hands it one: ``meta_info["global_steps"]``, ``validate``, the dataset's
+In verl's venv (tests/train/trainer_venv.py) scripts build verl's real worker subclasses from
+verl's own default trainer config (its model folder holds the SmolLM2 tokenizer and config of
+the embedded model's GGUF, no weights): :class:`~aworld_graph.train.verl.AWorldAgentLoopWorker`
+(the trainer of ``trainer.use_v1=False``) runs ``generate_sequences`` on a ``DataProto`` batch
+the way that trainer hands it one (``meta_info["global_steps"]``, ``validate``, the dataset's
 ``index`` column and the ``priority`` column verl's ``AgentLoopManager`` numbers the batch
-with. The model behind verl's server manager is a stand-in: the script sends the prompt ids'
-text to a scripted loopback server here and tokenizes the reply with the same tokenizer
-(a tool call for ``add``, then the answer ``4``); the ``add`` tool appends a line to a file
-for each run, so a tool call run twice shows (the venv's side: tests/train/verl_worker.py).
-One script starts :class:`~aworld_graph.train.verl.AWorldAgentLoopManager` as verl's trainer
-does, its workers Ray actors on a local Ray instance that the script shuts down.
+with); :class:`~aworld_graph.train.verl.AWorldAgentLoopWorkerTQ` (the V1 trainer) runs it on a
+``TensorDict`` batch as V1 builds one (verl's ``collate_fn``, a new ``uid`` a prompt,
+``global_steps``), on a local Ray instance with verl's TransferQueue, whose outputs are read
+back from the queue. The model behind verl's server manager is a stand-in: the script sends
+the prompt ids' text to a scripted loopback server here and tokenizes the reply with the same
+tokenizer (a tool call for ``add``, then the answer ``4``), reporting weight version 2; the
+``add`` tool appends a line to a file for each run, so a tool call run twice shows (the
+venv's side: tests/train/verl_worker.py). One script starts
+:class:`~aworld_graph.train.verl.AWorldAgentLoopManager` as verl's trainers do, for each
+trainer, its workers Ray actors on a local Ray instance that the script shuts down.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ from aworld_graph.local import model_path
 from tests.server.conftest import LiveServer
 from tests.train.trainer_venv import ROOT, Unavailable, trainer_python
 
+WEIGHTS = 2
+"""The weight version tests/train/verl_worker.py's stand-in server reports."""
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ARGS = """
@@ -44,7 +52,7 @@ import asyncio, json, sys
 
 from tests.train.verl_worker import batch, setup, summary, trainer_config, worker
 
-url, model_dir, gguf, log, experiment = sys.argv[1:6]
+url, model_dir, gguf, log, experiment, trainer = sys.argv[1:7]
 setup(model_dir, gguf, log)
 """
 
@@ -77,7 +85,7 @@ manager_class = load_class_from_fqn(
 )
 manager = manager_class(trainer_config(model_dir), None)
 refused = None
-try:
+try:  # verl builds its V1 trainer's manager with create (tests/train/test_verl_resume.py)
     manager_class(trainer_config(model_dir, use_v1=True), None)
 except ValueError as exc:
     refused = str(exc)
@@ -94,23 +102,40 @@ print(json.dumps(results))
 KILLED = (
     ARGS
     + """
-made = worker(url, model_dir, experiment_name=experiment)
-out = asyncio.run(made.generate_sequences(batch(["2+2 (A)", "2+2 (B)"], 3)))
-print(json.dumps(summary(out)))
+# step 3 of each run named in experiment (comma-separated), one after the other
+out = []
+if trainer == "v1":  # verl's V1 trainer's worker, on a local Ray instance and TransferQueue
+    from aworld_graph.train.verl import AWorldAgentLoopWorkerTQ
+    from tests.train.verl_worker import start_ray, stop_ray, v1_batch, v1_run
+
+    start_ray()
+    for name in experiment.split(","):
+        made = worker(url, model_dir, AWorldAgentLoopWorkerTQ, experiment_name=name, use_v1=True)
+        out.append(asyncio.run(v1_run(made, v1_batch(["2+2 (A)", "2+2 (B)"], 3))))
+    stop_ray()
+else:
+    for name in experiment.split(","):
+        made = worker(url, model_dir, experiment_name=name)
+        data = batch(["2+2 (A)", "2+2 (B)"], 3)
+        out.append(summary(asyncio.run(made.generate_sequences(data))))
+print(json.dumps(out))
 """
 )
 
 MANAGED = (
     ARGS
     + r"""
-import os
 from pathlib import Path
 
-import ray
 from transformers import AutoTokenizer
+from verl.trainer.ppo.v1 import AgentLoopManagerTQ, AgentLoopWorkerTQ
 
-from aworld_graph.train.verl import AWorldAgentLoopManager
-from tests.train.verl_worker import StandInServerManager
+from aworld_graph.train.verl import AWorldAgentLoopManager, AWorldAgentLoopWorkerTQ
+from tests.train.verl_worker import (
+    StandInServerManager, start_ray, stop_ray, v1_batch, v1_outputs, v1_run,
+)
+
+verls_worker = AgentLoopWorkerTQ.__ray_metadata__.modified_class.__ray_actor_class__  # unwrapped
 
 loops = Path(log).parent / "agent_loops.yaml"
 loops.write_text(
@@ -118,27 +143,53 @@ loops.write_text(
     "  _target_: aworld_graph.train.verl.AWorldAgentLoop\n"
     "  agent: tests.train.verl_worker:plain\n"
 )
-# a local Ray instance: its workers write to this test's store and import this checkout
-env = {"AWORLD_GRAPH_DB": os.environ["AWORLD_GRAPH_DB"], "PYTHONPATH": os.getcwd()}
-ray.init(
-    num_cpus=2,
-    object_store_memory=100 * 2**20,
-    include_dashboard=False,
-    runtime_env={"env_vars": env},
-)
-try:
-    config = trainer_config(model_dir)
+
+
+def create(**trainer):
+    # as verl's trainers build the class named in agent_loop_manager_class: two Ray workers
+    config = trainer_config(model_dir, n=2, **trainer)
     config.actor_rollout_ref.rollout.agent.num_workers = 2
     config.actor_rollout_ref.rollout.agent.agent_loop_config_path = str(loops)
     llm_client = StandInServerManager(url, AutoTokenizer.from_pretrained(model_dir))
-    manager = AWorldAgentLoopManager.create(config=config, llm_client=llm_client)
+    return AWorldAgentLoopManager.create(config=config, llm_client=llm_client)
+
+
+start_ray()
+results = {}
+try:
+    manager = create()
     # a prompt's two samples, which the manager splits between its two workers
-    results = [
+    results["legacy"] = [
         summary(manager.generate_sequences(batch(["2+2 (A)"], 3, n=2, numbered=False)))
         for _ in range(2)
     ]
+    # the same setting for verl's V1 trainer: its manager hands each worker whole prompts,
+    # whose outputs go to the TransferQueue; twice the same step (a new uid each time)
+    v1 = create(use_v1=True)
+    workers = v1.agent_loop_workers_class.__ray_metadata__.modified_class
+    results["v1_manager"] = {
+        "is_tq": isinstance(v1, AgentLoopManagerTQ),
+        "workers": workers.__mro__[1].__qualname__,
+        "verls": issubclass(workers, verls_worker),
+    }
+    results["v1"] = []
+    for _ in range(2):
+        data = v1_batch(["2+2 (A)", "2+2 (B)"], 3)
+        v1.generate_sequences(data)
+        results["v1"].append(v1_outputs(list(data["uid"]), "train"))
+
+    # V1's worker in this process (the agent whose tool counts its runs)
+    def run(name, made, data):
+        results[name] = asyncio.run(v1_run(made, data))
+
+    mine = worker(url, model_dir, AWorldAgentLoopWorkerTQ, n=2, use_v1=True)
+    run("v1_step5", mine, v1_batch(["2+2 (A)"], 5))
+    again = worker(url, model_dir, AWorldAgentLoopWorkerTQ, n=2, use_v1=True)  # verl restarted
+    run("v1_step5_again", again, v1_batch(["2+2 (A)"], 5))
+    run("v1_val5", mine, v1_batch(["2+2 (A)"], 5, validate=True))
+    run("v1_plain", worker(url, model_dir, verls_worker, use_v1=True), v1_batch(["2+2 (A)"], 5))
 finally:
-    ray.shutdown()
+    stop_ray()
 print(json.dumps(results))
 """
 )
@@ -189,10 +240,16 @@ def _venv() -> Path:
 
 
 def _start(
-    script: str, url: str, model_dir: Path, log: Path, experiment: str = "exp1"
+    script: str,
+    url: str,
+    model_dir: Path,
+    log: Path,
+    experiment: str = "exp1",
+    trainer: str = "legacy",
 ) -> subprocess.Popen[str]:
-    """``script`` in verl's venv, on this test's store (``AWORLD_GRAPH_DB``)."""
-    args = [url, str(model_dir), str(model_path()), str(log), experiment]
+    """``script`` in verl's venv, on this test's store (``AWORLD_GRAPH_DB``); ``trainer``:
+    which of verl's trainers' workers (``legacy``: ``trainer.use_v1=False``, or ``v1``)."""
+    args = [url, str(model_dir), str(model_path()), str(log), experiment, trainer]
     return subprocess.Popen(
         [str(_venv()), "-c", script, *args],
         cwd=ROOT,
@@ -208,11 +265,11 @@ def _start(
     )
 
 
-def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+def _result(proc: subprocess.Popen[str]) -> Any:
+    """The JSON the script printed last, once it exited 0."""
     out, err = proc.communicate(timeout=900)
     assert proc.returncode == 0, err[-4000:]
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return result
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_the_thread_is_named_from_what_verls_worker_knows(
@@ -229,9 +286,13 @@ def test_the_thread_is_named_from_what_verls_worker_knows(
         "verl-exp1-train-s3-b1-i10",
     ]
     assert result["step3"]["answers"] == ["4", "4"] and result["step3"]["rm_scores"] == [1.0, 1.0]
-    # verl restarted on step 3 (another worker, the same batch): each episode is read back
+    # the weight version verl's server sampled each call with, for verl's off-policy checks
+    assert result["step3"]["weights"] == [[WEIGHTS, WEIGHTS]] * 2
+    # verl restarted on step 3 (another worker, the same batch): each episode is read back,
+    # its weight version from the store
     assert result["step3_again"]["threads"] == step3
     assert result["step3_again"]["responses"] == result["step3"]["responses"]
+    assert result["step3_again"]["weights"] == result["step3"]["weights"]
     assert result["val3"]["threads"][0].startswith("verl-exp1-val-s3-b0-i10-")
     assert result["step4"]["threads"][0].startswith("verl-exp1-train-s4-b0-i10-")
     # the same step, place and index with another prompt (exp1 reused on other data): the
@@ -251,23 +312,65 @@ def test_the_thread_is_named_from_what_verls_worker_knows(
     assert len(log.read_text().split()) == 9
     manager = result["manager"]
     assert manager["is_manager"] and manager["workers"] == "AWorldAgentLoopWorker"
-    assert "trainer.use_v1=False" in manager["refused"]
+    assert "AWorldAgentLoopManager.create" in manager["refused"]
 
 
-def test_verls_manager_gives_its_ray_workers_the_samples_steps(
+def test_verls_managers_give_their_ray_workers_the_samples_steps(
     scripted: tuple[Scripted, str], model_dir: Path, tmp_path: Path
 ) -> None:
-    """The manager as verl's trainer runs it: Ray actors of its worker class, the batch split
-    among them. Each worker numbers a group's samples from 0 in its own chunk, so the
-    sample's place in the whole batch (verl's ``priority``) tells them apart."""
+    """The manager as verl's trainers build it (``create``), its workers Ray actors. Under the
+    trainer of ``trainer.use_v1=False`` the batch is split among them and each numbers a
+    group's samples from 0 in its own chunk, so the sample's place in the whole batch (verl's
+    ``priority``) tells them apart. Under the V1 trainer the same setting gives verl's
+    ``AgentLoopManagerTQ`` with workers of this module, each running whole prompts whose
+    sessions are numbered; outputs go to verl's TransferQueue."""
     server, url = scripted
-    first, again = _result(_start(MANAGED, url, model_dir, tmp_path / "tools.log"))
+    log = tmp_path / "tools.log"
+    result = _result(_start(MANAGED, url, model_dir, log))
+    first, again = result["legacy"]
     assert [t.rsplit("-", 1)[0] for t in first["threads"]] == [
         "verl-exp1-train-s3-b0-i10",
         "verl-exp1-train-s3-b1-i10",
     ]
     assert again["threads"] == first["threads"]  # the same step again: read back
-    assert len(server.requests) == 2
+    assert result["v1_manager"] == {
+        "is_tq": True,
+        "workers": "AWorldAgentLoopWorkerTQ",
+        "verls": True,
+    }
+    first, again = result["v1"]
+    # the step, the dataset row's index and the session: what V1's worker knows of a sample
+    assert [t.rsplit("-", 1)[0] for t in first["threads"]] == [
+        "verl-exp1-train-s3-i10-n0",
+        "verl-exp1-train-s3-i10-n1",
+        "verl-exp1-train-s3-i11-n0",
+        "verl-exp1-train-s3-i11-n1",
+    ]
+    assert first["weights"] == [[WEIGHTS, WEIGHTS]] * 4
+    # the same step again, the prompts under new uids (verl's dataloader gives them at each
+    # fetch): every episode read back from the store
+    assert again["threads"] == first["threads"] and again["responses"] == first["responses"]
+    assert again["weights"] == first["weights"]
+    # V1's worker in this process, with the agent whose tool counts its runs
+    step5 = result["v1_step5"]["threads"]
+    assert [t.rsplit("-", 1)[0] for t in step5] == [
+        "verl-exp1-train-s5-i10-n0",
+        "verl-exp1-train-s5-i10-n1",
+    ]
+    assert result["v1_step5"]["rm_scores"] == [1.0, 1.0]
+    assert result["v1_step5_again"]["threads"] == step5  # another worker, the same step
+    assert result["v1_step5_again"]["responses"] == result["v1_step5"]["responses"]
+    assert [t.rsplit("-", 1)[0] for t in result["v1_val5"]["threads"]] == [
+        "verl-exp1-val-s5-i10-n0"
+    ]
+    # verl's own V1 worker hands the loop no step: a new thread
+    plain = result["v1_plain"]["threads"]
+    assert len(plain) == 1 and plain[0].startswith("verl-10-")
+    assert len(plain[0]) == len("verl-10-") + 32
+    # legacy: the first time (the second read back); V1's manager: four samples the first
+    # time; step 5 (two samples, a tool call and the answer each), validation, verl's own
+    assert len(server.requests) == 2 + 4 + 2 * (2 + 1 + 1)
+    assert len(log.read_text().split()) == 4
 
 
 def _kill_when(proc: subprocess.Popen[str], ready: Callable[[], bool]) -> None:
@@ -295,34 +398,41 @@ def _finished(prefix: str) -> bool:
     return False
 
 
+@pytest.mark.parametrize(
+    ("trainer", "places"),
+    [("legacy", ["b0-i10", "b1-i11"]), ("v1", ["i10-n0", "i11-n0"])],
+)
 def test_a_verl_rollout_killed_mid_way_resumes_its_episodes(
-    scripted: tuple[Scripted, str], model_dir: Path, tmp_path: Path
+    scripted: tuple[Scripted, str],
+    model_dir: Path,
+    tmp_path: Path,
+    trainer: str,
+    places: list[str],
 ) -> None:
     """verl's rollout process killed (SIGKILL) while sample B's answering call is in flight,
     after sample A finished and B's tool call ran; verl restarted on the same step (the same
-    store) reads A back without a model call and resumes B without running its tool again."""
+    store) reads A back without a model call and resumes B without running its tool again.
+    ``trainer``: the workers of verl's trainer of ``trainer.use_v1=False`` or of its V1
+    trainer (which, restarted, gives the step's prompts new uids)."""
     server, url = scripted
     log = tmp_path / "tools.log"
+    threads = [f"verl-exp1-train-s3-{place}-" for place in places]
     server.hold = "(B)"
-    proc = _start(KILLED, url, model_dir, log)
+    proc = _start(KILLED, url, model_dir, log, trainer=trainer)
     try:
-        _kill_when(
-            proc,
-            lambda: ("2+2 (B)", True) in server.requests and _finished("verl-exp1-train-s3-b0-"),
-        )
+        _kill_when(proc, lambda: ("2+2 (B)", True) in server.requests and _finished(threads[0]))
     finally:
         server.hold = None
     assert log.read_text().split() == ["4", "4"]  # A's and B's tool calls ran
     server.requests.clear()
-    again = _result(_start(KILLED, url, model_dir, log))
-    assert server.requests == [("2+2 (B)", True)]  # A read back; B resumed at its answer
-    assert log.read_text().split() == ["4", "4"]  # B's finished tool call was not run again
+    # verl restarted on step 3; then, in the same process, step 3 of another run (exp2, so
+    # nothing is read back): what a rollout never cut short gives
+    again, clean = _result(_start(KILLED, url, model_dir, log, "exp1,exp2", trainer))
+    assert server.requests[0] == ("2+2 (B)", True)  # A read back; B resumed at its answer
+    # B's finished tool call was not run again: the two lines after the killed run's are exp2's
+    assert log.read_text().split() == ["4", "4"] + ["4", "4"]
     assert again["answers"] == ["4", "4"] and again["rm_scores"] == [1.0, 1.0]
-    assert [t.rsplit("-", 2)[0] for t in again["threads"]] == [
-        "verl-exp1-train-s3-b0",
-        "verl-exp1-train-s3-b1",
-    ]
-    # what verl gets is what a rollout never cut short gives (another run: nothing read back)
-    clean = _result(_start(KILLED, url, model_dir, log, "exp2"))
+    assert [t.rsplit("-", 1)[0] + "-" for t in again["threads"]] == threads
     assert len(server.requests) == 1 + 4
     assert clean["responses"] == again["responses"] and clean["rm_scores"] == again["rm_scores"]
+    assert clean["weights"] == again["weights"] == [[WEIGHTS, WEIGHTS]] * 2

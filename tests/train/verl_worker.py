@@ -1,22 +1,32 @@
 """verl's side of tests/train/test_verl_resume.py, imported by its scripts in verl's venv
 (tests/train/trainer_venv.py): verl's own default trainer config, a model folder verl reads
 (the tokenizer and config of the embedded model's GGUF, no weights), a stand-in for verl's
-server manager, an agent whose tool counts its runs in a file, and batches as verl's trainer
-hands them to its agent loop manager."""
+server manager, an agent whose tool counts its runs in a file, and batches as each of verl's
+trainers hands them to its agent loop manager: a ``DataProto`` for the trainer of
+``trainer.use_v1=False``, a ``TensorDict`` for the V1 trainer, whose outputs are read back
+from its TransferQueue."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+import ray
+import transfer_queue as tq
 import verl
 from omegaconf import OmegaConf
+from tensordict import TensorDict
 from transformers import AutoConfig, AutoTokenizer
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 from verl.protocol import DataProto
+from verl.utils import tensordict_utils as tu
+from verl.utils.dataset.rl_dataset import collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
 from aworld_graph import Agent, tool
@@ -45,15 +55,17 @@ def setup(model_dir: str, gguf: str, log: str) -> None:
     AWorldAgentLoop.configure(agent=agent, reward_func=contains)
 
 
-def trainer_config(model_dir: str, **trainer: Any) -> Any:
+def trainer_config(model_dir: str, n: int = 1, **trainer: Any) -> Any:
     """verl's PPO trainer config (its generated defaults) for the trainer of
-    ``trainer.use_v1=False``, experiment ``exp1``; ``trainer`` overrides ``trainer.*``."""
+    ``trainer.use_v1=False``, experiment ``exp1``, ``n`` samples a prompt (``rollout.n``, which
+    the V1 trainer's worker runs); ``trainer`` overrides ``trainer.*``."""
     config = OmegaConf.load(
         os.path.join(os.path.dirname(verl.__file__), "trainer/config/_generated_ppo_trainer.yaml")
     )
     config.actor_rollout_ref.model.path = model_dir
     config.actor_rollout_ref.rollout.name = "vllm"
     config.actor_rollout_ref.rollout.response_length = 64
+    config.actor_rollout_ref.rollout.n = n
     config.trainer.use_v1 = False
     config.trainer.experiment_name = "exp1"
     for key, value in trainer.items():
@@ -79,15 +91,46 @@ class StandInServerManager:
             )
         ids = self.tokenizer.encode(reply.json()["text"], add_special_tokens=False)
         ids.append(self.tokenizer.eos_token_id)
-        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed")
+        return TokenOutput(
+            token_ids=ids,
+            log_probs=[-0.25] * len(ids),
+            stop_reason="completed",
+            extra_fields={"global_steps": WEIGHTS},
+        )
 
 
-def worker(url: str, model_dir: str, cls: type = AWorldAgentLoopWorker, **trainer: Any) -> Any:
+WEIGHTS = 2
+"""The weight version the stand-in server reports (verl's servers: their ``global_steps``)."""
+
+
+def worker(
+    url: str, model_dir: str, cls: type = AWorldAgentLoopWorker, n: int = 1, **trainer: Any
+) -> Any:
     """``cls(config, llm_client)``, as verl's agent loop manager builds each of its workers
     (a Ray actor there)."""
     assert issubclass(cls, AgentLoopWorker)
     manager = StandInServerManager(url, AutoTokenizer.from_pretrained(model_dir))
-    return cls(trainer_config(model_dir, **trainer), manager)
+    return cls(trainer_config(model_dir, n, **trainer), manager)
+
+
+def start_ray() -> None:
+    """A local Ray instance and verl's TransferQueue on it (the V1 trainer's, ``tq.init``);
+    its workers write to this test's store and import this checkout. The caller shuts it down
+    (:func:`stop_ray`)."""
+    env = {"AWORLD_GRAPH_DB": os.environ["AWORLD_GRAPH_DB"], "PYTHONPATH": os.getcwd()}
+    # logical CPUs: TransferQueue's controller and two storage units take one each
+    ray.init(
+        num_cpus=6,
+        object_store_memory=100 * 2**20,
+        include_dashboard=False,
+        runtime_env={"env_vars": env},
+    )
+    tq.init()
+
+
+def stop_ray() -> None:
+    tq.close()
+    ray.shutdown()
 
 
 def _column(values: list[Any]) -> Any:
@@ -126,6 +169,78 @@ def summary(out: DataProto) -> dict[str, Any]:
         "answers": out.non_tensor_batch["aworld_answer"].tolist(),
         "responses": out.batch["responses"].tolist(),
         "rm_scores": out.batch["rm_scores"].sum(-1).tolist() if "rm_scores" in out.batch else None,
+        "weights": [
+            list(versions)
+            for versions in zip(
+                out.non_tensor_batch["min_global_steps"].tolist(),
+                out.non_tensor_batch["max_global_steps"].tolist(),
+                strict=True,
+            )
+        ],
+    }
+
+
+def v1_batch(tasks: list[str], step: int, validate: bool = False) -> TensorDict:
+    """What verl's V1 trainer hands its agent loop manager for ``tasks`` (dataset rows 10,
+    11…): one row per prompt, as its dataloader collates them, a new ``uid`` each, and
+    ``global_steps`` (and ``validate``) beside them (its ``_next_train_batch``, ``_validate``)."""
+    rows = [
+        {
+            "raw_prompt": [{"role": "user", "content": task}],
+            "reward_model": {"ground_truth": "4"},
+            "index": 10 + i,
+            "agent_name": "aworld_agent",
+        }
+        for i, task in enumerate(tasks)
+    ]
+    collated = collate_fn(rows)
+    collated["uid"] = np.array([str(uuid.uuid4()) for _ in rows], dtype=object)
+    out = tu.get_tensordict(collated)
+    tu.assign_non_tensor_data(out, "global_steps", step)
+    if validate:
+        tu.assign_non_tensor_data(out, "validate", True)
+    return out
+
+
+async def v1_run(made: Any, batch: TensorDict) -> dict[str, Any]:
+    """``made``'s (a V1 worker in this process) outputs for ``batch``: its
+    ``generate_sequences`` only starts a task for each prompt, awaited here."""
+    partition, uids = _partition(batch), list(batch["uid"])
+    await made.generate_sequences(batch)  # which takes "validate" out of the batch
+    while made.background_tasks:
+        await asyncio.gather(*made.background_tasks)
+    return v1_outputs(uids, partition)
+
+
+def _partition(batch: TensorDict) -> str:
+    return "val" if "validate" in batch else "train"
+
+
+def v1_outputs(uids: list[str], partition: str) -> dict[str, Any]:
+    """The outputs of the prompts ``uids`` in verl's TransferQueue, once the workers marked
+    each prompt done (the V1 trainer's replay buffer polls its tags the same way), in the order
+    of the prompts and their sessions."""
+    deadline = time.monotonic() + 300
+    while True:
+        tags = tq.kv_list(partition).get(partition, {})
+        if all(tags.get(uid, {}).get("status") in ("finished", "failure") for uid in uids):
+            break
+        assert time.monotonic() < deadline, f"the prompts never finished: {tags}"
+        time.sleep(0.1)
+    keys = sorted(
+        (k for k in tags if k.split("_")[0] in uids and k not in uids),
+        key=lambda k: (uids.index(k.split("_")[0]), int(k.split("_")[1])),
+    )
+    out = tq.kv_batch_get(keys=keys, partition_id=partition)
+    extra = list(out["extra_fields"])
+    return {
+        "threads": [e["aworld_thread"] for e in extra],
+        "answers": [e.get("aworld_answer") for e in extra],
+        "responses": [r.tolist() for r in out["responses"].unbind()],
+        "rm_scores": (
+            [float(r.sum()) for r in out["rm_scores"].unbind()] if "rm_scores" in out else None
+        ),
+        "weights": [[e.get("min_global_steps"), e.get("max_global_steps")] for e in extra],
     }
 
 
