@@ -19,8 +19,9 @@ names its episode's thread in ``extra_fields["aworld_thread"]`` (when the run st
 
 Each output's ``extra_fields`` also carry verl's ``min_global_steps``/``max_global_steps``:
 the first and last weight versions (the ``global_steps`` verl's servers report) its calls
-were sampled with, kept with each call in the store, which verl's V1 trainer needs for its
-off-policy checks and metrics.
+were sampled with, kept with each call in the store (a run that failed before its first call:
+the version its step samples with); verl's V1 trainer reads them as integers for its
+staleness metrics, and a step with an output without them fails.
 
 Each episode is a checkpoint thread of its own. ``run`` gets only the row's columns (``index``
 is the dataset row's, the same for the ``rollout.n`` samples of a prompt and at every epoch;
@@ -158,10 +159,12 @@ def _number(value: Any) -> int | None:
         return None
 
 
-def _weight_steps(response: Any) -> dict[str, int]:
+def _weight_steps(response: Any, row: Mapping[str, Any]) -> dict[str, int]:
     """verl's ``min_global_steps``/``max_global_steps`` of a run: the first and last weight
     versions its calls were sampled with (each call's ``tokens["weights"]``, kept in the store,
-    so a run read back has them too); none without a call that reported them."""
+    so a run read back has them too). A run without a call that reported them (one that
+    failed before its first call) gets the version its step samples with,
+    ``global_steps - 1``, where the row has verl's V1 ``global_steps``; else none."""
     trace = response.state.get("trace") or [] if response is not None else []
     spans = [
         r["tokens"]["weights"]
@@ -171,7 +174,10 @@ def _weight_steps(response: Any) -> dict[str, int]:
         and r["tokens"].get("weights")
     ]
     if not spans:
-        return {}
+        step = _number(row.get("global_steps"))
+        if step is None:
+            return {}
+        return dict.fromkeys(("min_global_steps", "max_global_steps"), step - 1)
     return {
         "min_global_steps": min(int(lo) for lo, _ in spans),
         "max_global_steps": max(int(hi) for _, hi in spans),
@@ -391,7 +397,7 @@ class AWorldAgentLoop(AgentConfigured, _base("AgentLoopBase")):  # type: ignore[
                 extra_fields={
                     "aworld_error": episode.error or "the run gave no sequence",
                     "aworld_thread": episode.thread_id,
-                    **_weight_steps(episode.response),
+                    **_weight_steps(episode.response, kwargs),
                 },
             )
         assert episode.response is not None
@@ -414,7 +420,7 @@ class AWorldAgentLoop(AgentConfigured, _base("AgentLoopBase")):  # type: ignore[
             extra_fields={
                 "aworld_thread": episode.response.thread_id,
                 "aworld_answer": episode.response.answer,
-                **_weight_steps(episode.response),
+                **_weight_steps(episode.response, kwargs),
             },
         )
 

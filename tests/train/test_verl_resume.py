@@ -188,6 +188,8 @@ try:
     run("v1_step5_again", again, v1_batch(["2+2 (A)"], 5))
     run("v1_val5", mine, v1_batch(["2+2 (A)"], 5, validate=True))
     run("v1_plain", worker(url, model_dir, verls_worker, use_v1=True), v1_batch(["2+2 (A)"], 5))
+    # a row without a user message: the run fails before its first call
+    run("v1_bad_row", mine, v1_batch([[{"role": "system", "content": "no task"}]], 5))
 finally:
     stop_ray()
 print(json.dumps(results))
@@ -367,6 +369,11 @@ def test_verls_managers_give_their_ray_workers_the_samples_steps(
     plain = result["v1_plain"]["threads"]
     assert len(plain) == 1 and plain[0].startswith("verl-10-")
     assert len(plain[0]) == len("verl-10-") + 32
+    # a run that failed before its first call: no training data, and the weight version its
+    # step samples with (verl's V1 trainer reads one for every output)
+    bad = result["v1_bad_row"]
+    assert bad["answers"] == [None, None] and "no user message" in bad["errors"][0]
+    assert bad["weights"] == [[4, 4]] * 2
     # legacy: the first time (the second read back); V1's manager: four samples the first
     # time; step 5 (two samples, a tool call and the answer each), validation, verl's own
     assert len(server.requests) == 2 + 4 + 2 * (2 + 1 + 1)

@@ -180,13 +180,14 @@ def summary(out: DataProto) -> dict[str, Any]:
     }
 
 
-def v1_batch(tasks: list[str], step: int, validate: bool = False) -> TensorDict:
-    """What verl's V1 trainer hands its agent loop manager for ``tasks`` (dataset rows 10,
-    11…): one row per prompt, as its dataloader collates them, a new ``uid`` each, and
-    ``global_steps`` (and ``validate``) beside them (its ``_next_train_batch``, ``_validate``)."""
+def v1_batch(tasks: list[Any], step: int, validate: bool = False) -> TensorDict:
+    """What verl's V1 trainer hands its agent loop manager for ``tasks`` (a user message's
+    text, or the messages; dataset rows 10, 11…): one row per prompt, as its dataloader
+    collates them, a new ``uid`` each, and ``global_steps`` (and ``validate``) beside them (its
+    ``_next_train_batch``, ``_validate``)."""
     rows = [
         {
-            "raw_prompt": [{"role": "user", "content": task}],
+            "raw_prompt": task if isinstance(task, list) else [{"role": "user", "content": task}],
             "reward_model": {"ground_truth": "4"},
             "index": 10 + i,
             "agent_name": "aworld_agent",
@@ -236,6 +237,7 @@ def v1_outputs(uids: list[str], partition: str) -> dict[str, Any]:
     return {
         "threads": [e["aworld_thread"] for e in extra],
         "answers": [e.get("aworld_answer") for e in extra],
+        "errors": [e.get("aworld_error") for e in extra],
         "responses": [r.tolist() for r in out["responses"].unbind()],
         "rm_scores": (
             [float(r.sum()) for r in out["rm_scores"].unbind()] if "rm_scores" in out else None
