@@ -62,6 +62,8 @@ NAMES = (
 from verl.experimental.agent_loop.agent_loop import AgentLoopManager, AgentLoopWorker
 from verl.utils.import_utils import load_class_from_fqn
 
+from aworld_graph.train.verl import AWorldAgentLoopManagerTQ
+
 mine = worker(url, model_dir)
 results = {}
 
@@ -85,15 +87,21 @@ manager_class = load_class_from_fqn(
 )
 manager = manager_class(trainer_config(model_dir), None)
 refused = None
-try:  # verl builds its V1 trainer's manager with create (tests/train/test_verl_resume.py)
+try:  # built directly, not with create as verl builds it (MANAGED), it refuses V1
     manager_class(trainer_config(model_dir, use_v1=True), None)
 except ValueError as exc:
     refused = str(exc)
+refused_tq = None
+try:  # V1's manager under the trainer of trainer.use_v1=False
+    AWorldAgentLoopManagerTQ(trainer_config(model_dir), None)
+except ValueError as exc:
+    refused_tq = str(exc)
 workers = manager.agent_loop_workers_class.__ray_metadata__.modified_class
 results["manager"] = {
     "is_manager": issubclass(manager_class, AgentLoopManager),
     "workers": workers.__mro__[1].__qualname__,
     "refused": refused,
+    "refused_tq": refused_tq,
 }
 print(json.dumps(results))
 """
@@ -315,6 +323,7 @@ def test_the_thread_is_named_from_what_verls_worker_knows(
     manager = result["manager"]
     assert manager["is_manager"] and manager["workers"] == "AWorldAgentLoopWorker"
     assert "AWorldAgentLoopManager.create" in manager["refused"]
+    assert "name AWorldAgentLoopManager" in manager["refused_tq"]
 
 
 def test_verls_managers_give_their_ray_workers_the_samples_steps(
