@@ -326,10 +326,11 @@ def test_the_thread_is_named_from_what_verls_worker_knows(
     assert "name AWorldAgentLoopManager" in manager["refused_tq"]
 
 
-def test_verls_managers_give_their_ray_workers_the_samples_steps(
+def managers_give_their_ray_workers_the_samples_steps(
     scripted: tuple[Scripted, str], model_dir: Path, tmp_path: Path
 ) -> None:
-    """The manager as verl's trainers build it (``create``), its workers Ray actors. Under the
+    """(Run inside the Ray tests' loopback-only namespace, tests/scale/test_verl_on_ray.py.)
+    The manager as verl's trainers build it (``create``), its workers Ray actors. Under the
     trainer of ``trainer.use_v1=False`` the batch is split among them and each numbers a
     group's samples from 0 in its own chunk, so the sample's place in the whole batch (verl's
     ``priority``) tells them apart. Under the V1 trainer the same setting gives verl's
@@ -414,11 +415,15 @@ def _finished(prefix: str) -> bool:
     return False
 
 
-@pytest.mark.parametrize(
-    ("trainer", "places"),
-    [("legacy", ["b0-i10", "b1-i11"]), ("v1", ["i10-n0", "i11-n0"])],
-)
 def test_a_verl_rollout_killed_mid_way_resumes_its_episodes(
+    scripted: tuple[Scripted, str], model_dir: Path, tmp_path: Path
+) -> None:
+    # the V1 trainer's case runs on Ray, inside the Ray tests' loopback-only namespace
+    # (tests/scale/test_verl_on_ray.py)
+    killed_mid_way_resumes(scripted, model_dir, tmp_path, "legacy", ["b0-i10", "b1-i11"])
+
+
+def killed_mid_way_resumes(
     scripted: tuple[Scripted, str],
     model_dir: Path,
     tmp_path: Path,

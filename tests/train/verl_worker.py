@@ -124,6 +124,7 @@ def start_ray() -> None:
         object_store_memory=100 * 2**20,
         include_dashboard=False,
         runtime_env={"env_vars": env},
+        _node_ip_address="127.0.0.1",  # run inside the Ray tests' loopback-only namespace
     )
     tq.init()
 
