@@ -9,10 +9,14 @@ answer against the row's expected answer and returns the reward.
 >>> workflow = AReaLWorkflow(agent=solver, reward_func=numeric)       # doctest: +SKIP
 >>> await workflow.run({"messages": [...], "answer": "391"}, base_url=proxy_url)  # doctest: +SKIP
 
-AReaL itself is not a dependency (its wheels need CUDA torch); nothing here imports it.
+AReaL itself is not a dependency (AReaL 1.0.4 requires ``torch<2.11``, whose Linux wheels
+on PyPI are the CUDA builds); nothing here imports it.
 A row without a prompt or an expected answer, a reward function that raises, or a run that
-did not finish returns ``None`` and is counted in :attr:`AReaLWorkflow.failed`, with its
-reason in :attr:`AReaLWorkflow.errors`; the batch goes on.
+did not finish raises :class:`~aworld_graph.train.episodes.RowError` naming the row and why,
+and is counted in :attr:`AReaLWorkflow.failed`, with its reason in
+:attr:`AReaLWorkflow.errors`. AReaL's ``OpenAIProxyWorkflow`` takes a ``float`` or a dict of
+rewards from ``run`` and rejects the trajectory of a ``run`` that raises, logging its message
+(a ``None`` it would refuse as "Invalid reward type"); its batch goes on.
 
 Each episode is a new checkpoint thread (``areal-<n>-<uuid>``), so a restarted AReaL samples
 every episode again: AReaL hands ``run`` the dataset row and its proxy's ``base_url``,
@@ -29,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..agent import Agent
-from .episodes import Episode, run_episode, served_by
+from .episodes import Episode, RowError, run_episode, served_by
 
 __all__ = ["AReaLWorkflow"]
 
@@ -55,7 +59,9 @@ class AReaLWorkflow:
         self.episodes: list[Episode] = []
         """Every episode run, in order (its run, reward and token sequences)."""
 
-    async def run(self, data: dict[str, Any], **extra_kwargs: Any) -> float | None:
+    async def run(self, data: dict[str, Any], **extra_kwargs: Any) -> float:
+        """Run the agent on the row ``data`` through the proxy at ``base_url``: its reward;
+        raises :class:`~aworld_graph.train.episodes.RowError` for a row that gives none."""
         base_url = extra_kwargs.get("base_url") or os.environ.get("OPENAI_BASE_URL")
         if not base_url:
             raise ValueError(
@@ -79,5 +85,5 @@ class AReaLWorkflow:
         if episode.error is not None:
             self.failed += 1
             self.errors.append(episode.error)
-            return None
+            raise RowError(episode.error)
         return episode.reward

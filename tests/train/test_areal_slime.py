@@ -30,6 +30,7 @@ from aworld_graph import Agent, AgentConfig, tool
 from aworld_graph.local import ensure_server
 from aworld_graph.rewards import contains
 from aworld_graph.train.areal import AReaLWorkflow
+from aworld_graph.train.episodes import RowError
 from aworld_graph.train.slime import slime_generate
 from tests.server.conftest import LiveServer
 from tests.train.token_proxy import TokenProxy
@@ -54,20 +55,23 @@ def test_areal_workflow_reaches_the_model_through_the_proxy() -> None:
     bad = AReaLWorkflow(agent=_agent(), reward_func=raises)
     with TokenProxy(ensure_server().base_url) as proxy:
 
-        async def batch() -> list[float | None]:
+        async def reward(workflow: AReaLWorkflow, row: dict[str, Any], **kw: Any) -> Any:
+            try:  # AReaL's OpenAIProxyWorkflow rejects the trajectory of a run that raises
+                return await workflow.run(row, base_url=proxy.url, **kw)
+            except RowError as exc:
+                return exc
+
+        async def batch() -> list[Any]:
+            hello = {"messages": [{"role": "user", "content": "Say hello."}], "answer": "hello"}
             return [
-                await workflow.run(
-                    {"messages": [{"role": "user", "content": "Say hello."}], "answer": "hello"},
-                    base_url=proxy.url,
-                    api_key="rollout-session-key",
-                ),
-                await workflow.run({"answer": "x"}, base_url=proxy.url),  # no prompt
-                await bad.run({"prompt": "Say hi.", "answer": "hi"}, base_url=proxy.url),
+                await reward(workflow, hello, api_key="rollout-session-key"),
+                await reward(workflow, {"answer": "x"}),  # no prompt
+                await reward(bad, {"prompt": "Say hi.", "answer": "hi"}),
             ]
 
         rewards = asyncio.run(batch())
     assert rewards[0] in (0.0, 1.0)
-    assert rewards[1:] == [None, None]
+    assert [str(r) for r in rewards[1:]] == [workflow.errors[0], bad.errors[0]]
     assert workflow.failed == 1 and "no 'prompt' field" in workflow.errors[0]
     assert bad.failed == 1 and "RuntimeError: scorer down" in bad.errors[0]
     assert "'expected'" in bad.errors[0] or "expected" in bad.errors[0]
@@ -300,7 +304,7 @@ def test_areal_episodes_are_new_threads(router: tuple[Router, str]) -> None:
     workflow = AReaLWorkflow(agent=adder(ran), reward_func=contains)
     row = {"messages": [{"role": "user", "content": "2+2 (A)"}], "answer": "4"}
 
-    async def group() -> list[float | None]:
+    async def group() -> list[float]:
         return [await workflow.run(dict(row), base_url=url, api_key="session") for _ in range(2)]
 
     assert asyncio.run(group()) == [1.0, 1.0]
