@@ -5,8 +5,8 @@ The remote is a real ``aworld-graph serve`` of ``tests.server.test_a2a:conversat
 message is answered with "Anything else?" – an ``input-required`` A2A task, a LangGraph run
 stopped at an interrupt – until "bye"), reached through a loopback proxy written here that
 forwards every request unchanged and can hold one. The caller is the CLI in a child process,
-running a swarm whose one node is ``RemoteAgent`` at the proxy. The person's first answer is
-given with ``resume --value``, and the caller is killed:
+running a swarm whose one node is ``RemoteAgent`` at the proxy (``tests/procs/remote_caller.py``).
+The person's first answer is given with ``resume --value``, and the caller is killed:
 
 - ``sent``: the remote has taken the answer, and the proxy holds its reply, so the caller
   cannot have saved that it sent it;
@@ -40,26 +40,13 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from aworld_graph import RemoteAgent, Runners, Swarm, TaskResponse
+from aworld_graph import Runners, TaskResponse
 from aworld_graph.checkpoint import TrajectorySaver
+from tests.procs.remote_caller import caller
 from tests.server.app_server import CLI, ROOT, ServeProcess
 from tests.server.conftest import LiveServer
 
 pytestmark = pytest.mark.slow
-
-
-def _caller(url: str, assistant: str | None) -> Swarm:
-    """One remote node at ``url`` (an A2A agent, or with ``assistant`` that assistant of a
-    LangGraph-API server)."""
-    talk = RemoteAgent(name="talk", url=url, assistant_id=assistant, timeout=60, poll_interval=0.05)
-    return Swarm(talk, name="caller")
-
-
-caller = _caller(
-    os.environ.get("REMOTE_URL", "http://127.0.0.1:9"), os.environ.get("REMOTE_ASSISTANT") or None
-)
-"""The workflow the killed CLI runs: :func:`_caller` at ``$REMOTE_URL`` (with
-``$REMOTE_ASSISTANT``)."""
 
 
 _HOP = {"connection", "keep-alive", "transfer-encoding", "upgrade"}
@@ -159,9 +146,12 @@ def _sent_by(method: str, path: str, body: bytes) -> tuple[bool, str, str] | Non
     return None
 
 
-@pytest.fixture
-def remote(tmp_path: Path) -> Iterator[ServeProcess]:
-    served = ServeProcess(["tests.server.test_a2a:conversation"], db=tmp_path / "remote.db")
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """One remote for every case: each conversation is a remote task and thread of its own,
+    and each case reads back only its own thread."""
+    folder = tmp_path_factory.mktemp("remote")
+    served = ServeProcess(["tests.server.test_a2a:conversation"], db=folder / "remote.db")
     try:
         yield served
     finally:
@@ -254,7 +244,7 @@ async def _remote_side(url: str, thread_id: str) -> tuple[list[str], int]:
 async def _uninterrupted(env: dict[str, str], db: Path) -> TaskResponse:
     """The conversation of the test, in this process and never killed: "hello", then the
     answers "one" and "bye"."""
-    swarm = _caller(env["REMOTE_URL"], env["REMOTE_ASSISTANT"] or None)
+    swarm = caller(env["REMOTE_URL"], env["REMOTE_ASSISTANT"] or None)
     with TrajectorySaver(db) as saver:
         first = await Runners.run("hello", swarm=swarm, checkpointer=saver, task_id="c")
         assert first.status == "interrupted", first
@@ -275,7 +265,7 @@ def test_a_caller_killed_around_sending_an_answer_sends_it_once(
     assert _said(tmp_path / "clean.db", "c") == ["one", "bye", expected.answer]
     assert str(expected.answer).startswith("noted")
     through.sent.clear()
-    run = ["run", "tests.test_remote_kill:caller", "--input", "hello", "--task-id"]
+    run = ["run", "tests.procs.remote_caller:swarm", "--input", "hello", "--task-id"]
 
     db = tmp_path / "caller.db"
     env = _env(db, url, protocol)
@@ -295,7 +285,7 @@ def test_a_caller_killed_around_sending_an_answer_sends_it_once(
 
     again = _cli(["resume", "t"], env)  # the person's answer "one" is in the checkpoint
     assert _asked(again) == ["Anything else? (say bye to finish)"]  # the remote's second
-    swarm = _caller(env["REMOTE_URL"], env["REMOTE_ASSISTANT"] or None)
+    swarm = caller(env["REMOTE_URL"], env["REMOTE_ASSISTANT"] or None)
     with TrajectorySaver(db) as saver:  # the last answer in this process
         done = asyncio.run(Runners.resume("t", swarm=swarm, value="bye", checkpointer=saver))
     assert done.status == "finished", done
