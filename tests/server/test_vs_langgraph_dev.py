@@ -65,16 +65,18 @@ def normalise(value: Any, aliases: dict[str, str], ids: dict[str, str] | None = 
 
 
 async def both(sides: dict[str, Side], scenario: Scenario) -> tuple[Any, Any]:
-    """``scenario(client)`` on LangGraph's server, then on ours: (ours, peer), normalised."""
-    said: dict[str, Any] = {}
-    for name in ("peer", "ours"):
-        side = sides[name]
+    """``scenario(client)`` on LangGraph's server and on ours, side by side in time (two
+    processes: neither sees the other's calls): (ours, peer), normalised."""
+
+    async def on(side: Side) -> Any:
         client = get_client(url=side.url, api_key=None)
         try:
-            said[name] = normalise(await scenario(client), side.aliases)
+            return normalise(await scenario(client), side.aliases)
         finally:
             await client.aclose()
-    return said["ours"], said["peer"]
+
+    ours, peer = await asyncio.gather(on(sides["ours"]), on(sides["peer"]))
+    return ours, peer
 
 
 # -- projections: what the two servers mean alike ----------------------------------------------
