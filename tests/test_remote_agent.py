@@ -385,16 +385,7 @@ def test_bad_definitions_say_what_to_fix() -> None:
 
 # -- kill -9 while waiting: the resumed node joins the remote task --------------------------
 
-far = Swarm(
-    RemoteAgent(
-        name="far",
-        url=os.environ.get("REMOTE_URL", "http://127.0.0.1:9"),
-        assistant_id=os.environ.get("REMOTE_ASSISTANT") or None,
-        poll_interval=0.05,
-    ),
-    name="far",
-)
-"""The workflow the killed CLI runs: one remote node at ``$REMOTE_URL``."""
+# The killed CLI runs ``tests.procs.remote_caller:far``, one remote node at ``$REMOTE_URL``.
 
 
 def _saved(db: Path, text: str) -> bool:
@@ -406,7 +397,7 @@ def _saved(db: Path, text: str) -> bool:
 
 
 def _kill_when_saved(env: dict[str, str], db: Path, sent: Any) -> None:
-    run = ["run", "tests.test_remote_agent:far", "--input", "go", "--task-id", "t1", "--json"]
+    run = ["run", "tests.procs.remote_caller:far", "--input", "go", "--task-id", "t1", "--json"]
     proc = subprocess.Popen([*CLI, *run], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not (sent() and _saved(db, sent())):  # the remote id is in the checkpoint

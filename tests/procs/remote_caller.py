@@ -1,7 +1,8 @@
-"""The caller of the remote-kill test (tests/test_remote_kill.py), in a module of its own so the
-CLI processes that run and resume it import only what the workflow needs.
+"""The callers that the kill tests of ``RemoteAgent`` run in CLI processes
+(tests/test_remote_kill.py, tests/test_remote_agent.py), in a module of their own so the
+processes that run and resume them import only what the workflows need.
 
-``swarm``: one ``RemoteAgent`` node at ``$REMOTE_URL`` (an A2A agent, or with
+Each is one ``RemoteAgent`` node at ``$REMOTE_URL`` (an A2A agent, or with
 ``$REMOTE_ASSISTANT`` that assistant of a LangGraph-API server).
 """
 
@@ -24,3 +25,15 @@ swarm = caller(
 )
 """The workflow the killed CLI runs: :func:`caller` at ``$REMOTE_URL`` (with
 ``$REMOTE_ASSISTANT``)."""
+
+far = Swarm(
+    RemoteAgent(
+        name="far",
+        url=os.environ.get("REMOTE_URL", "http://127.0.0.1:9"),
+        assistant_id=os.environ.get("REMOTE_ASSISTANT") or None,
+        poll_interval=0.05,
+    ),
+    name="far",
+)
+"""The workflow tests/test_remote_agent.py's killed CLI runs: one remote node at
+``$REMOTE_URL``, polled every 0.05 s."""
