@@ -13,27 +13,22 @@ import os
 from aworld_graph import RemoteAgent, Swarm
 
 
-def caller(url: str, assistant: str | None) -> Swarm:
-    """One remote node at ``url`` (an A2A agent, or with ``assistant`` that assistant of a
-    LangGraph-API server)."""
-    talk = RemoteAgent(name="talk", url=url, assistant_id=assistant, timeout=60, poll_interval=0.05)
-    return Swarm(talk, name="caller")
+def caller(url: str, assistant: str | None, name: str = "talk", timeout: float = 60.0) -> Swarm:
+    """A swarm of one remote node ``name`` at ``url`` (an A2A agent, or with ``assistant``
+    that assistant of a LangGraph-API server), polled every 0.05 s."""
+    node = RemoteAgent(
+        name=name, url=url, assistant_id=assistant, timeout=timeout, poll_interval=0.05
+    )
+    return Swarm(node, name=name)
 
 
-swarm = caller(
-    os.environ.get("REMOTE_URL", "http://127.0.0.1:9"), os.environ.get("REMOTE_ASSISTANT") or None
-)
-"""The workflow the killed CLI runs: :func:`caller` at ``$REMOTE_URL`` (with
-``$REMOTE_ASSISTANT``)."""
+_URL = os.environ.get("REMOTE_URL", "http://127.0.0.1:9")
+_ASSISTANT = os.environ.get("REMOTE_ASSISTANT") or None
 
-far = Swarm(
-    RemoteAgent(
-        name="far",
-        url=os.environ.get("REMOTE_URL", "http://127.0.0.1:9"),
-        assistant_id=os.environ.get("REMOTE_ASSISTANT") or None,
-        poll_interval=0.05,
-    ),
-    name="far",
-)
-"""The workflow tests/test_remote_agent.py's killed CLI runs: one remote node at
-``$REMOTE_URL``, polled every 0.05 s."""
+swarm = caller(_URL, _ASSISTANT)
+"""The workflow tests/test_remote_kill.py's killed CLI runs: :func:`caller` at
+``$REMOTE_URL`` (with ``$REMOTE_ASSISTANT``)."""
+
+far = caller(_URL, _ASSISTANT, name="far", timeout=300.0)
+"""The workflow tests/test_remote_agent.py's killed CLI runs: node ``far``, with
+``RemoteAgent``'s default timeout."""
