@@ -18,22 +18,38 @@ and is counted in :attr:`AReaLWorkflow.failed`, with its reason in
 rewards from ``run`` and rejects the trajectory of a ``run`` that raises, logging its message
 (a ``None`` it would refuse as "Invalid reward type"); its batch goes on.
 
-Each episode is a new checkpoint thread (``areal-<n>-<uuid>``), so a restarted AReaL samples
-every episode again: AReaL hands ``run`` the dataset row and its proxy's ``base_url``,
-``api_key`` (one per session) and ``http_client``, and the members of a group get the same
-row; its task ids count from 0 in each process and its training step does not reach the
-workflow. Nothing of that names one episode across a restart, and a thread named from it
-would give one episode another's finished run.
+By default each episode is a new checkpoint thread (``areal-<n>-<uuid>``). AReaL hands
+``run`` the dataset row and its proxy's ``base_url``, ``api_key`` (one per session) and
+``http_client``; the members of a group get the same row, its task ids count from 0 in each
+process and its training step does not reach the workflow. Nothing of that names one episode
+across a restart, but a group's members are samples of one prompt, any of which may stand for
+another. So with ``run_id`` an episode's thread is ``areal-<run_id>-<digest>-<k>``, the
+digest of the row's prompt and expected answer, and ``k`` the first that is neither taken in
+this process nor finished in the store: a restarted AReaL on the same store resumes each
+episode its killed process left unfinished (from its last checkpoint, its finished tool calls
+not run again) and samples every other one anew. A finished episode is never read back:
+AReaL trains on the calls its proxy recorded in this session, and a finished episode made
+none here. A resumed one trains on the calls made after the restart (its earlier ones went
+through the killed process's proxy session). A thread another process runs at that moment
+is passed over. Processes that run rollouts at the same time give each its own ``run_id``
+(say, with its rank), as does an evaluation workflow; AReaL's ``subproc`` mode, which runs
+each call in a fresh copy of the workflow, does not resume.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import json
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..agent import Agent
-from .episodes import Episode, RowError, run_episode, served_by
+from ..checkpoint import open_store
+from ..run import GraphRun
+from ..task import Task
+from .episodes import ANSWER_FIELDS, Episode, RowError, prompt_text, run_episode, served_by
 
 __all__ = ["AReaLWorkflow"]
 
@@ -47,6 +63,7 @@ class AReaLWorkflow:
         agent: Agent,
         reward_func: Callable[..., Any],
         model: str = "default",
+        run_id: str | None = None,
     ) -> None:
         self.agent = agent
         self.reward_func = reward_func
@@ -58,6 +75,11 @@ class AReaLWorkflow:
         """Why, one line per failed row."""
         self.episodes: list[Episode] = []
         """Every episode run, in order (its run, reward and token sequences)."""
+        self.run_id = run_id
+        """Names the episodes' threads so that a restarted run resumes them (see the module
+        docstring); ``None``: each is a new thread."""
+        self._taken: set[str] = set()
+        """Threads this workflow has run or passed over as finished."""
 
     async def run(self, data: dict[str, Any], **extra_kwargs: Any) -> float:
         """Run the agent on the row ``data`` through the proxy at ``base_url``: its reward;
@@ -78,12 +100,49 @@ class AReaLWorkflow:
         row = dict(data)
         if "messages" in row and "prompt" not in row:
             row["prompt"] = row["messages"]
-        episode = await run_episode(
-            row, index, agent=agent, reward_func=self.reward_func, thread_prefix="areal"
-        )
+        episode = Episode(index=index)
+        async for thread in self._threads(row, index, agent):
+            episode = await run_episode(
+                row,
+                index,
+                agent=agent,
+                reward_func=self.reward_func,
+                thread_prefix="areal",
+                thread_id=thread,
+            )
+            if episode.response is None or episode.response.status != "busy":
+                break  # else another process runs that thread now: take the next
         self.episodes.append(episode)
         if episode.error is not None:
             self.failed += 1
             self.errors.append(episode.error)
             raise RowError(episode.error)
         return episode.reward
+
+    async def _threads(
+        self, row: dict[str, Any], index: int, agent: Agent
+    ) -> AsyncIterator[str | None]:
+        """The threads to try for ``row``, in turn: ``None`` (a new thread) without
+        ``run_id`` or for a row that cannot run; else each thread of the row's episodes,
+        from the first, that is new or left unfinished and not taken in this process."""
+        try:
+            text = prompt_text(row, index)
+        except RowError:
+            yield None  # run_episode says why
+            return
+        if self.run_id is None:
+            yield None
+            return
+        expected = next((row[k] for k in ANSWER_FIELDS if k in row), None)
+        key = json.dumps([text, expected], default=str).encode()
+        digest = hashlib.sha256(key).hexdigest()[:16]
+        store = open_store(shared=True)
+        for k in itertools.count():
+            thread = f"areal-{self.run_id}-{digest}-{k}"
+            if thread in self._taken:
+                continue
+            self._taken.add(thread)  # before any await: a group's members take one each
+            async with GraphRun(Task(input=text, agent=agent, id=thread), store) as run:
+                snapshot = await run.snapshot()
+            if snapshot.created_at is None or snapshot.next:
+                yield thread  # new, or left unfinished by a killed process

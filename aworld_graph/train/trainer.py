@@ -51,7 +51,8 @@ class AgentTrainer:
     """TRL: ``model``, ``tokenizer``, ``tokenizer_name`` (the sampled ids' tokenizer),
     ``run_id`` (resumable episodes: :func:`~aworld_graph.train.trl.rollout_func`) and ``args``
     (``GRPOConfig`` fields or a ``GRPOConfig``); slime: ``run_id`` (resumable episodes:
-    :func:`~aworld_graph.train.slime.slime_generate`); ms-swift: ``run_id`` (resumable
+    :func:`~aworld_graph.train.slime.slime_generate`); AReaL: ``run_id`` (unfinished episodes
+    resume: :mod:`~aworld_graph.train.areal`); ms-swift: ``run_id`` (resumable
     episodes: :func:`~aworld_graph.train.swift.grpo_trainer` becomes ``swift rlhf``'s GRPO
     trainer)."""
     failed: list[str] = field(default_factory=list, init=False)
@@ -101,7 +102,9 @@ class AgentTrainer:
         if self.trainer == "areal":
             from .areal import AReaLWorkflow
 
-            return AReaLWorkflow(agent=self.agent, reward_func=self.reward_func)
+            return AReaLWorkflow(
+                agent=self.agent, reward_func=self.reward_func, run_id=self.config.get("run_id")
+            )
         if self.trainer == "slime":
             from .slime import slime_generate
 

@@ -1,9 +1,10 @@
 """AReaL's workflow contract against a loopback token-recording proxy (AReaL itself needs CUDA
 torch and is not installed), and slime's sample fields with a plain stand-in (slime is not on
 PyPI). A slime rollout cut short (a failing call, or its process killed) resumes from the
-store with the same samples (slime numbers each sample of a run once); AReaL hands its
-workflow nothing that names an episode across a restart, so each of its episodes is a new
-thread."""
+store with the same samples (slime numbers each sample of a run once). AReaL hands its
+workflow nothing that names one episode across a restart: with a ``run_id`` a restarted AReaL
+resumes the episodes its killed process left unfinished (any of a group's members may stand
+for another) and samples the finished ones anew."""
 
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from aworld_graph import Agent, AgentConfig, tool
+from aworld_graph.checkpoint import open_store
 from aworld_graph.local import ensure_server
 from aworld_graph.rewards import contains
+from aworld_graph.train import AgentTrainer
 from aworld_graph.train.areal import AReaLWorkflow
 from aworld_graph.train.episodes import RowError
 from aworld_graph.train.slime import slime_generate
@@ -296,20 +299,150 @@ def test_slime_samples_that_are_not_the_same_episode_get_threads_of_their_own(
     assert len(server.requests) == 2 + 4 * 2 and len(ran) == 5  # each sampled anew
 
 
+def areal_row(name: str) -> dict[str, Any]:
+    """A row as AReaL's dataset gives it (again after a restart)."""
+    return {"messages": [{"role": "user", "content": f"2+2 ({name})"}], "answer": "4"}
+
+
 def test_areal_episodes_are_new_threads(router: tuple[Router, str]) -> None:
-    """AReaL's ``run(data, **kwargs)`` gets the row and a per-session proxy key, and a group's
-    members get the same row: nothing names an episode across a restart, so none is read back."""
+    """Without a ``run_id`` nothing names an episode across a restart: each is a new thread."""
     server, url = router
     ran: list[int] = []
     workflow = AReaLWorkflow(agent=adder(ran), reward_func=contains)
-    row = {"messages": [{"role": "user", "content": "2+2 (A)"}], "answer": "4"}
 
     async def group() -> list[float]:
-        return [await workflow.run(dict(row), base_url=url, api_key="session") for _ in range(2)]
+        return [await workflow.run(areal_row("A"), base_url=url, api_key="session") for _ in "ab"]
 
     assert asyncio.run(group()) == [1.0, 1.0]
     threads = {e.thread_id for e in workflow.episodes}
     assert len(threads) == 2 and len(server.requests) == 4 and ran == [4, 4]
+
+
+def test_areal_resumes_an_unfinished_episode_once_and_passes_over_a_busy_one(
+    router: tuple[Router, str],
+) -> None:
+    """An episode cut short (its answering call failed) is resumed by the next workflow with
+    the same ``run_id`` (another process, as after a restart), by one member of a group only,
+    and not while another process runs its thread; a finished one is never read back."""
+    server, url = router
+    ran: list[int] = []
+    first = AReaLWorkflow(agent=adder(ran), reward_func=contains, run_id="r1")
+    server.down = "(B)"
+    with pytest.raises(RowError, match="row 0"):
+        asyncio.run(first.run(areal_row("B"), base_url=url))
+    assert asyncio.run(first.run(areal_row("A"), base_url=url)) == 1.0
+    cut = first.episodes[0].thread_id
+    assert cut is not None and cut.startswith("areal-r1-") and cut.endswith("-0")
+    assert ran == [4, 4] and len(server.requests) == 4
+    server.requests.clear()
+
+    # another process holds the cut episode's thread: it is passed over
+    again = AReaLWorkflow(agent=adder(ran), reward_func=contains, run_id="r1")
+    with open_store() as elsewhere, elsewhere.hold(cut):
+        assert asyncio.run(again.run(areal_row("B"), base_url=url)) == 1.0
+    assert again.episodes[-1].thread_id == cut[:-1] + "1"
+    assert server.requests == ["2+2 (B)"] * 2 and ran == [4, 4, 4]
+    server.requests.clear()
+
+    # a restarted process: the cut episode is resumed by one member of B's group; A, finished
+    # before, is sampled anew; another run_id resumes nothing of r1's
+    restarted = AReaLWorkflow(agent=adder(ran), reward_func=contains, run_id="r1")
+
+    async def groups() -> list[float]:
+        rows = [areal_row(n) for n in "BBA"]
+        return [await restarted.run(row, base_url=url) for row in rows]
+
+    assert asyncio.run(groups()) == [1.0, 1.0, 1.0]
+    threads = [e.thread_id for e in restarted.episodes]
+    assert threads[0] == cut and threads[1] == cut[:-1] + "2"
+    assert threads[2] == first.episodes[1].thread_id[:-1] + "1"  # type: ignore[index]
+    # the resumed episode sends its answering call only; its tool call is not run again
+    assert server.requests == ["2+2 (B)", "2+2 (B)", "2+2 (B)", "2+2 (A)", "2+2 (A)"]
+    assert ran == [4, 4, 4, 4, 4]
+    resumed = restarted.episodes[0]
+    assert resumed.reward == 1.0 and resumed.last.completion_ids == [52, 2]
+    trainer = AgentTrainer(
+        adder(ran), trainer="areal", reward_func=contains, train_dataset=[], config={"run_id": "r2"}
+    )
+    other = trainer.adapter()
+    assert isinstance(other, AReaLWorkflow) and other.run_id == "r2"
+    asyncio.run(other.run(areal_row("B"), base_url=url))
+    assert other.episodes[0].thread_id not in {cut, *threads} and ran[-1] == 4
+
+
+def killed_in_b(script: str, server: Router, url: str, log: Path) -> str:
+    """Run ``script`` (``url``, ``log`` as its arguments) and kill it (SIGKILL) once the
+    episode of task B has sent its answering call, which the router holds; its stdout."""
+    server.hold = "(B)"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, url, str(log)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while server.requests.count("2+2 (B)") < 2:  # B's answering call is in flight
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "episode B never reached its answering call"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+        server.hold = None
+    assert proc.returncode == -signal.SIGKILL
+    return out
+
+
+AREAL_KILLED = r"""
+import asyncio, sys
+from pathlib import Path
+
+from aworld_graph.rewards import contains
+from aworld_graph.train import AgentTrainer
+from aworld_graph.train.areal import AReaLWorkflow
+from tests.train.test_areal_slime import adder, areal_row
+
+url, log = sys.argv[1:3]
+workflow = AReaLWorkflow(agent=adder([], Path(log)), reward_func=contains, run_id="r1")
+
+
+async def main():
+    for name in "ABC":
+        print(name, await workflow.run(areal_row(name), base_url=url), flush=True)
+
+
+asyncio.run(main())
+"""
+
+
+def test_an_areal_rollout_killed_mid_way_resumes_its_unfinished_episode(
+    router: tuple[Router, str], tmp_path: Path
+) -> None:
+    """AReaL's process killed (SIGKILL) while episode B's answering call is in flight, after A
+    finished and B's tool call finished; AReaL restarted on the same rows and store resumes B
+    (its tool call is not run again) and samples A, whose reward the killed process had
+    handed on, anew."""
+    server, url = router
+    log = tmp_path / "tools.log"
+    out = killed_in_b(AREAL_KILLED, server, url, log)
+    assert out.split() == ["A", "1.0"]
+    assert log.read_text().split() == ["4", "4"]  # A's and B's tool calls ran, C never started
+    server.requests.clear()
+    ran: list[int] = []
+    workflow = AReaLWorkflow(agent=adder(ran), reward_func=contains, run_id="r1")
+
+    async def rollout() -> list[float]:
+        return [await workflow.run(areal_row(n), base_url=url) for n in "ABC"]
+
+    assert asyncio.run(rollout()) == [1.0, 1.0, 1.0]
+    assert server.requests == ["2+2 (A)", "2+2 (A)", "2+2 (B)", "2+2 (C)", "2+2 (C)"]
+    assert ran == [4, 4]  # A's and C's: B's finished tool call was not run again
+    assert [e.thread_id.rsplit("-", 1)[1] for e in workflow.episodes] == ["1", "0", "0"]  # type: ignore[union-attr]
 
 
 KILLED = r"""
@@ -342,28 +475,7 @@ def test_a_slime_rollout_killed_mid_way_resumes_its_samples(
     (the same store: ``AWORLD_GRAPH_DB``) reads sample 0 back and resumes sample 1."""
     server, url = router
     log = tmp_path / "tools.log"
-    server.hold = "(B)"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILLED, url, str(log)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while server.requests.count("2+2 (B)") < 2:  # B's answering call is in flight
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "sample 1 never reached its answering call"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
-        server.hold = None
-    assert proc.returncode == -signal.SIGKILL
+    killed_in_b(KILLED, server, url, log)
     assert log.read_text().split() == ["4", "4"]  # A's and B's tool calls ran, C never started
     server.requests.clear()
     ran: list[int] = []
