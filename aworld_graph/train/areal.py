@@ -32,8 +32,9 @@ AReaL trains on the calls its proxy recorded in this session, and a finished epi
 none here. A resumed one trains on the calls made after the restart (its earlier ones went
 through the killed process's proxy session). A thread another process runs at that moment
 is passed over. Processes that run rollouts at the same time give each its own ``run_id``
-(say, with its rank), as does an evaluation workflow; AReaL's ``subproc`` mode, which runs
-each call in a fresh copy of the workflow, does not resume.
+(say, with its rank), as does an evaluation workflow. AReaL's ``subproc`` mode runs each call
+in a fresh copy of the workflow, in which a group's members could take each other's threads,
+and passes ``base_url`` only as ``OPENAI_BASE_URL``: ``run_id`` there is refused.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from typing import Any
 
 from ..agent import Agent
 from ..checkpoint import open_store
+from ..errors import ConfigError
 from ..run import GraphRun
 from ..task import Task
 from .episodes import ANSWER_FIELDS, Episode, RowError, prompt_text, run_episode, served_by
@@ -88,6 +90,13 @@ class AReaLWorkflow:
         if not base_url:
             raise ValueError(
                 "AReaLWorkflow.run needs base_url= (AReaL passes its proxy's) or OPENAI_BASE_URL"
+            )
+        if self.run_id is not None and not extra_kwargs.get("base_url"):
+            raise ConfigError(
+                f"AReaLWorkflow(run_id={self.run_id!r}) resumes episodes in AReaL's inline mode "
+                "only (run gets base_url=): each call of its subproc mode is a fresh copy of the "
+                "workflow, which cannot tell its threads from another call's; leave run_id out "
+                "there, or use OpenAIProxyWorkflow(mode='inline')"
             )
         agent = served_by(
             self.agent,

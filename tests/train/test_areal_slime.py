@@ -29,6 +29,7 @@ from starlette.routing import Route
 
 from aworld_graph import Agent, AgentConfig, tool
 from aworld_graph.checkpoint import open_store
+from aworld_graph.errors import ConfigError
 from aworld_graph.local import ensure_server
 from aworld_graph.rewards import contains
 from aworld_graph.train import AgentTrainer
@@ -368,6 +369,11 @@ def test_areal_resumes_an_unfinished_episode_once_and_passes_over_a_busy_one(
     assert isinstance(other, AReaLWorkflow) and other.run_id == "r2"
     asyncio.run(other.run(areal_row("B"), base_url=url))
     assert other.episodes[0].thread_id not in {cut, *threads} and ran[-1] == 4
+    # AReaL's subproc mode gives base_url only as OPENAI_BASE_URL, to a fresh copy each call
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("OPENAI_BASE_URL", url)
+        with pytest.raises(ConfigError, match="subproc mode"):
+            asyncio.run(other.run(areal_row("B")))
 
 
 def killed_in_b(script: str, server: Router, url: str, log: Path) -> str:
