@@ -126,7 +126,7 @@ class AReaLWorkflow:
             self.failed += 1
             self.errors.append(episode.error)
             raise RowError(episode.error)
-        return episode.reward
+        return float(episode.reward)  # AReaL takes a float (or a dict), not an int
 
     async def _threads(
         self, row: dict[str, Any], index: int, agent: Agent
