@@ -118,6 +118,15 @@ class Proxy:
 
     async def __aenter__(self) -> Proxy:
         self.task = asyncio.create_task(self.server.serve())
+        try:
+            await self._start()
+        except BaseException:
+            await self.__aexit__()
+            raise
+        return self
+
+    async def _start(self) -> None:
+        assert self.task is not None
         for _ in range(3000):  # startup takes milliseconds; bounded
             if self.server.started or self.task.done():
                 break
@@ -138,7 +147,6 @@ class Proxy:
             ready = await client.post("/call", json={"method": "initialize"})
             ready.raise_for_status()
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
-        return self
 
     async def __aexit__(self, *exc: object) -> None:
         self.server.should_exit = True
