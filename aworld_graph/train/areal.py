@@ -1,16 +1,19 @@
 """AReaL: a workflow object with ``async run(data, **kwargs) -> reward``.
 
 AReaL runs any object with that method behind its OpenAI-compatible proxy, which records the
-token ids and logprobs of every call the agent makes through it; ``run`` gets the proxy's
-``base_url`` (and ``api_key``, ``http_client``) as keyword arguments. :class:`AReaLWorkflow`
-runs the agent there – every LLM call of the episode goes through the proxy – scores the
-answer against the row's expected answer and returns the reward.
+token ids and logprobs of every call the agent makes through it and trains on those; ``run``
+gets the proxy's ``base_url`` (and ``api_key``, ``http_client``) as keyword arguments.
+:class:`AReaLWorkflow` runs the agent there – every LLM call of the episode goes through the
+proxy – scores the answer against the row's expected answer and returns the reward. AReaL
+1.0.4's proxy returns no token ids or logprobs to the agent (it drops the request's
+``logprobs`` and ``return_token_ids``), so the workflow asks for none and keeps no token
+sequences: what AReaL trains on is what its proxy recorded (tests/train/test_areal_real.py).
 
 >>> workflow = AReaLWorkflow(agent=solver, reward_func=numeric)       # doctest: +SKIP
 >>> await workflow.run({"messages": [...], "answer": "391"}, base_url=proxy_url)  # doctest: +SKIP
 
-AReaL itself is not a dependency (AReaL 1.0.4 requires ``torch<2.11``, whose Linux wheels
-on PyPI are the CUDA builds); nothing here imports it.
+AReaL itself is not a dependency (AReaL 1.0.4 requires ``torch<2.11``; the tests run it in a
+venv of its own); nothing here imports it.
 A row without a prompt or an expected answer, a reward function that raises, or a run that
 did not finish raises :class:`~aworld_graph.train.episodes.RowError` naming the row and why,
 and is counted in :attr:`AReaLWorkflow.failed`, with its reason in
@@ -104,6 +107,7 @@ class AReaLWorkflow:
             model=self.model,
             api_key=extra_kwargs.get("api_key") or os.environ.get("OPENAI_API_KEY"),
             http_client=extra_kwargs.get("http_client"),
+            record_tokens=False,
         )
         index = len(self.episodes)
         row = dict(data)
@@ -118,6 +122,7 @@ class AReaLWorkflow:
                 reward_func=self.reward_func,
                 thread_prefix="areal",
                 thread_id=thread,
+                sequences=False,
             )
             if episode.response is None or episode.response.status != "busy":
                 break  # else another process runs that thread now: take the next

@@ -97,8 +97,10 @@ def served_by(
     model: str = "default",
     api_key: str | None = None,
     http_client: Any = None,
+    record_tokens: bool = True,
 ) -> Agent:
-    """``agent`` (a copy) reaching its model at ``base_url``, recording tokens: how a
+    """``agent`` (a copy) reaching its model at ``base_url``, recording tokens (unless
+    ``record_tokens=False``: AReaL's proxy keeps them itself and returns none): how a
     trainer's inference endpoint (AReaL's proxy, slime's router) becomes the policy."""
     client = None
     if http_client is not None:
@@ -115,7 +117,7 @@ def served_by(
         client=client,
     )
     return dataclasses.replace(
-        agent, model=chat, conf=dataclasses.replace(conf, record_tokens=True)
+        agent, model=chat, conf=dataclasses.replace(conf, record_tokens=record_tokens)
     )
 
 
@@ -136,6 +138,7 @@ async def run_episode(
     reward_func: Callable[..., Any] | None = None,
     thread_prefix: str = "train",
     thread_id: str | None = None,
+    sequences: bool = True,
 ) -> Episode:
     """Run one row and score it (see the module docstring).
 
@@ -145,7 +148,11 @@ async def run_episode(
     holds another task's run fails the row (that run is never taken for this row's). By
     default each episode gets a new thread, ``<thread_prefix>-<index>-<uuid4>`` (the whole
     uuid: a store that keeps a long training run's episodes never gives two of them one
-    thread)."""
+    thread).
+
+    ``sequences=False``: the trainer keeps the sampled tokens itself (AReaL's proxy, which
+    returns none to the agent): the agent is run as given, nothing is flattened, and a run
+    that did not finish fails the row all the same."""
     episode = Episode(index=index)
     try:
         text = prompt_text(row, index)
@@ -163,7 +170,7 @@ async def run_episode(
         return episode
     thread = thread_id or f"{thread_prefix}-{index}-{uuid.uuid4().hex}"
     response = await Runners.run(
-        text, recording(agent) if agent is not None else None, swarm, task_id=thread
+        text, recording(agent) if agent is not None and sequences else agent, swarm, task_id=thread
     )
     stored = response.state.get("input")
     if isinstance(stored, str) and stored != text:  # a thread named twice: never its run
@@ -182,6 +189,13 @@ async def run_episode(
                 f" raised {type(exc).__name__}: {exc} (field 'expected' = {expected!r})"
             )
             return episode
+    if not sequences:  # the trainer keeps the tokens (AReaL's proxy): the run must finish
+        if response.status != "finished":
+            episode.error = (
+                f"row {index}: run {thread} ended with status {response.status!r}, not "
+                "'finished': errored, timed-out and cancelled runs are not training data"
+            )
+        return episode
     try:
         episode.sequences = flatten(response, reward=episode.reward)
     except UntrainableRun as exc:

@@ -78,18 +78,8 @@ def rollouts(tmp_path_factory: pytest.TempPathFactory) -> Rollouts:
     return Rollouts(json.loads(done.stdout.strip().splitlines()[-1]), server.sampled)
 
 
-UNTRAINABLE = (
-    "AReaLWorkflow fails every row behind AReaL's real proxy: the proxy returns neither token "
-    "ids nor logprobs (ArealOpenAI's chat completion has logprobs=None; it drops the request's "
-    "logprobs and return_token_ids), so the run has no token ids and run() raises RowError; "
-    "AReaL keeps the ids itself and needs none from the workflow"
-)
-
-
 def test_areal_exports_the_episode_with_the_reward_run_returned(rollouts: Rollouts) -> None:
     good, again = rollouts.result["good"], rollouts.result["again"]
-    if "has no token ids" in good.get("raised", ""):
-        pytest.xfail(UNTRAINABLE)
     assert "raised" not in good, good["raised"]
     episode = good["episodes"][0]
     assert good["failed"] == 0 and episode["error"] is None

@@ -79,14 +79,13 @@ def test_areal_workflow_reaches_the_model_through_the_proxy() -> None:
     assert workflow.failed == 1 and "no 'prompt' field" in workflow.errors[0]
     assert bad.failed == 1 and "RuntimeError: scorer down" in bad.errors[0]
     assert "'expected'" in bad.errors[0] or "expected" in bad.errors[0]
-    # every call went through the proxy, and the trajectory holds the ids the proxy recorded
+    # every call went through the proxy, which keeps the token ids for AReaL (AReaL's own
+    # returns none: tests/train/test_areal_real.py); the workflow asks for none
     episode = workflow.episodes[0]
-    assert episode.response is not None
+    assert episode.response is not None and episode.response.status == "finished"
     calls = [r for r in episode.response.state["trace"] if r["kind"] == "llm"]
     assert len(proxy.calls) == len(calls) + 1  # the bad workflow's call too
-    assert calls[0]["tokens"]["completion_ids"] == proxy.calls[0]["completion_ids"]
-    assert calls[0]["tokens"]["prompt_ids"] == proxy.calls[0]["prompt_ids"]
-    assert episode.sequences[0].completion_ids == proxy.calls[0]["completion_ids"]
+    assert all("tokens" not in c for c in calls) and episode.sequences == []
 
 
 @dataclass
@@ -361,7 +360,8 @@ def test_areal_resumes_an_unfinished_episode_once_and_passes_over_a_busy_one(
     assert server.requests == ["2+2 (B)", "2+2 (B)", "2+2 (B)", "2+2 (A)", "2+2 (A)"]
     assert ran == [4, 4, 4, 4, 4]
     resumed = restarted.episodes[0]
-    assert resumed.reward == 1.0 and resumed.last.completion_ids == [52, 2]
+    assert resumed.reward == 1.0 and resumed.response is not None
+    assert resumed.response.status == "finished" and resumed.response.answer == "4"
     trainer = AgentTrainer(
         adder(ran), trainer="areal", reward_func=contains, train_dataset=[], config={"run_id": "r2"}
     )
