@@ -12,7 +12,11 @@ __all__ = ["TRAINERS", "AgentConfigured", "TrainerNotInstalled"]
 
 TRAINERS: dict[str, tuple[str, str]] = {
     "trl": ("trl", "pip install 'aworld-graph[train-trl]'"),
-    "areal": ("areal", "pip install 'aworld-graph[train-areal]' and AReaL (it needs CUDA torch)"),
+    "areal": (
+        "areal",
+        "pip install 'aworld-graph[train-areal]' areal (AReaL 1.0.4 pins torch<2.11: a venv of "
+        "its own beside this project's train extra)",
+    ),
     "slime": ("slime", "install slime from github.com/THUDM/slime (it is not on PyPI)"),
     "verl": ("verl", "pip install 'aworld-graph[train-verl]' (in an environment of its own)"),
     "swift": ("swift", "pip install 'aworld-graph[train-swift]' (in an environment of its own)"),
