@@ -38,9 +38,12 @@ def test_ray_suite_in_a_loopback_only_namespace() -> None:
     reason = _unavailable()
     if reason is not None:
         pytest.skip(reason)
-    env = {**os.environ, INSIDE: "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    outer = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env = {**outer, INSIDE: "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    # serially (-n 0): the Ray tests share one local cluster per process
     command = (
-        f"ip link set lo up && exec {sys.executable} -m pytest tests/scale -q -p no:cacheprovider"
+        f"ip link set lo up && exec {sys.executable} -m pytest tests/scale -q -n 0 "
+        "-p no:cacheprovider"
     )
     run = subprocess.run(
         ["unshare", "-n", "sh", "-c", command],
