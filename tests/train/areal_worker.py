@@ -167,6 +167,7 @@ AGENT = Agent(
 )
 SCORED: dict[str, Any] = {"reward_func": always_one, "run_id": "r1"}
 ROW = {"messages": [{"role": "user", "content": "Say hello."}], "answer": "hello"}
+CUT_ROW = {"messages": [{"role": "user", "content": "Say goodbye."}], "answer": "bye"}
 
 
 def interactions(exported: dict[str, Any] | None, tokenizer: Any) -> list[dict[str, Any]]:
@@ -234,17 +235,32 @@ async def episode(
     return {"interactions": interactions(exported, proxy.tokenizer), **stored(workflow)}
 
 
+async def down(token_url: str, is_down: bool) -> None:
+    """Make the token server fail every generation (or stop failing)."""
+    async with httpx.AsyncClient(timeout=30) as client:
+        (await client.post(token_url + "/down", json={"down": is_down})).raise_for_status()
+
+
 async def main(token_url: str, model_dir: str) -> dict[str, Any]:
     """A good row, a row without an expected answer, and the good row again in a fresh
-    workflow of the same ``run_id`` (a restarted AReaL), each an episode of its own."""
+    workflow of the same ``run_id`` (a restarted AReaL), each an episode of its own; then
+    another row whose episode is cut off (the inference server fails its call) and that row
+    again in a fresh workflow."""
     async with Proxy(token_url, model_dir) as proxy:
-        return {
+        out = {
             "good": await episode(proxy, AReaLWorkflow(agent=AGENT, **SCORED), ROW, 0),
             "no_answer": await episode(
                 proxy, AReaLWorkflow(agent=AGENT, **SCORED), {"prompt": "Say hi."}, 1
             ),
             "again": await episode(proxy, AReaLWorkflow(agent=AGENT, **SCORED), ROW, 2),
         }
+        await down(token_url, True)
+        try:
+            out["cut"] = await episode(proxy, AReaLWorkflow(agent=AGENT, **SCORED), CUT_ROW, 3)
+        finally:
+            await down(token_url, False)
+        out["resumed"] = await episode(proxy, AReaLWorkflow(agent=AGENT, **SCORED), CUT_ROW, 4)
+        return out
 
 
 if __name__ == "__main__":

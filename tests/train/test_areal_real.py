@@ -110,7 +110,7 @@ def test_a_row_without_an_expected_answer_is_rejected(rollouts: Rollouts) -> Non
     # it never ran: no thread, and no call reached the engine (the two calls are the good
     # row's, with the same prompt)
     assert bad["episodes"][0]["thread"] is None
-    assert len(rollouts.sampled) == 2
+    assert len(rollouts.sampled) == 3  # the good row's two episodes and the resumed one
     assert rollouts.sampled[0]["prompt_ids"] == rollouts.sampled[1]["prompt_ids"]
 
 
@@ -123,7 +123,24 @@ def test_a_finished_episode_is_sampled_anew_on_a_thread_of_its_own(rollouts: Rol
     assert first["thread"].startswith("areal-r1-") and first["thread"].endswith("-0")
     assert second["thread"] == first["thread"][:-1] + "1"
     assert first["status"] == second["status"] == "finished"
-    assert len(rollouts.sampled) == 2  # one call each
+    assert rollouts.sampled[0]["prompt_ids"] == rollouts.sampled[1]["prompt_ids"]  # one each
+
+
+def test_an_episode_cut_off_is_resumed_on_its_thread(rollouts: Rollouts) -> None:
+    """An episode whose call failed (the inference server went away) is rejected by AReaL
+    and left unfinished in the store; the row again in a fresh workflow of the same
+    ``run_id`` (a restarted AReaL) resumes that thread, and AReaL exports the call it made."""
+    cut, resumed = rollouts.result["cut"], rollouts.result["resumed"]
+    assert "RowError" in cut["raised"] and cut["failed"] == 1
+    [lost] = cut["episodes"]
+    assert lost["status"] == "error" and lost["thread"].endswith("-0")
+    [again] = resumed["episodes"]
+    assert "raised" not in resumed, resumed.get("raised")
+    assert again["thread"] == lost["thread"] and again["status"] == "finished"
+    [interaction] = resumed["interactions"]
+    assert interaction["reward"] == again["reward"] == 1.0
+    assert interaction["completion_ids"] == rollouts.sampled[2]["token_ids"]
+    assert interaction["text"].strip() == again["answer"].strip()
 
 
 if __name__ == "__main__":

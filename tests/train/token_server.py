@@ -24,16 +24,30 @@ from tests.train.trainer_venv import ROOT, Unavailable, trainer_python
 class TokenServer:
     """Token in, token out with the embedded model's GGUF, as verl's rollout servers do:
     ``POST /generate {prompt_ids, sampling_params}`` → ``{token_ids, log_probs}`` (the end
-    token included when sampled). :attr:`sampled` keeps every reply."""
+    token included when sampled). :attr:`sampled` keeps every reply. ``POST /down
+    {"down": true}`` makes every generation fail (HTTP 503) until ``{"down": false}``: a
+    rollout cut off mid-episode."""
 
     def __init__(self) -> None:
         from llama_cpp import Llama
 
         self.llama = Llama(model_path=str(model_path()), n_ctx=2048, verbose=False, seed=7)
         self.sampled: list[dict[str, Any]] = []
-        self.app = Starlette(routes=[Route("/generate", self.generate, methods=["POST"])])
+        self.down = False
+        self.app = Starlette(
+            routes=[
+                Route("/generate", self.generate, methods=["POST"]),
+                Route("/down", self.set_down, methods=["POST"]),
+            ]
+        )
+
+    async def set_down(self, request: Request) -> JSONResponse:
+        self.down = bool((await request.json())["down"])
+        return JSONResponse({"down": self.down})
 
     async def generate(self, request: Request) -> JSONResponse:
+        if self.down:
+            return JSONResponse({"error": "the inference server went away"}, status_code=503)
         body = await request.json()
         params = body.get("sampling_params") or {}
         llama = self.llama
