@@ -11,12 +11,15 @@ import pytest
 from tests.train import trainer_venv
 
 
-@pytest.mark.parametrize("trainer", ["verl", "swift"])
-def test_requirements_follow_pyproject(trainer: str) -> None:
+@pytest.mark.parametrize(
+    ("trainer", "package"), [("verl", "verl"), ("swift", "ms-swift"), ("areal", "areal")]
+)
+def test_requirements_follow_pyproject(trainer: str, package: str) -> None:
     project = tomllib.loads((trainer_venv.ROOT / "pyproject.toml").read_text())["project"]
     wanted = trainer_venv.requirements(trainer)
-    extra = project["optional-dependencies"][f"train-{trainer}"]
-    assert extra and wanted == trainer_venv.TEST_PINS[trainer] + extra + project["dependencies"]
+    extra = project["optional-dependencies"][f"train-{trainer}"]  # AReaL's is empty
+    assert wanted == trainer_venv.TEST_PINS[trainer] + extra + project["dependencies"]
+    assert any(r.startswith(f"{package}==") for r in wanted)  # the trainer, at its version
     assert not any(r.startswith(("transformers", "trl")) for r in wanted)  # the trainer's pins
 
 
