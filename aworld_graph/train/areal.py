@@ -33,9 +33,12 @@ episode its killed process left unfinished (from its last checkpoint, its finish
 not run again) and samples every other one anew. A finished episode is never read back:
 AReaL trains on the calls its proxy recorded in this session, and a finished episode made
 none here. A resumed one trains on the calls made after the restart (its earlier ones went
-through the killed process's proxy session). A thread another process runs at that moment
-is passed over. Processes that run rollouts at the same time give each its own ``run_id``
-(say, with its rank), as does an evaluation workflow. AReaL's ``subproc`` mode runs each call
+through the killed process's proxy session). An episode whose run failed (AReaL rejected it)
+is left unfinished as well: it is not run again in its process, and a restarted one resumes
+it like a killed one. A thread another process runs at that moment is passed over. Processes
+that run rollouts at the same time give each its own ``run_id`` (say, with its rank), as does
+an evaluation workflow: with one ``run_id``, an episode another process finishes between this
+one's look at the store and its run would be read back, a reward for no calls. AReaL's ``subproc`` mode runs each call
 in a fresh copy of the workflow, in which a group's members could take each other's threads,
 and passes ``base_url`` only as ``OPENAI_BASE_URL``: ``run_id`` there is refused.
 """
@@ -52,7 +55,7 @@ from typing import Any
 from ..agent import Agent
 from ..checkpoint import open_store
 from ..errors import ConfigError
-from ..run import GraphRun
+from ..run import GraphRun, pending_nodes
 from ..task import Task
 from .episodes import ANSWER_FIELDS, Episode, RowError, prompt_text, run_episode, served_by
 
@@ -84,7 +87,8 @@ class AReaLWorkflow:
         """Names the episodes' threads so that a restarted run resumes them (see the module
         docstring); ``None``: each is a new thread."""
         self._taken: set[str] = set()
-        """Threads this workflow has run or passed over as finished."""
+        """Threads this workflow has run or passed over as finished (not those it found
+        another process running)."""
 
     async def run(self, data: dict[str, Any], **extra_kwargs: Any) -> float:
         """Run the agent on the row ``data`` through the proxy at ``base_url``: its reward;
@@ -125,7 +129,10 @@ class AReaLWorkflow:
                 sequences=False,
             )
             if episode.response is None or episode.response.status != "busy":
-                break  # else another process runs that thread now: take the next
+                break
+            # another process runs that thread now: take the next, and let a later draw of
+            # the row look at this one again
+            self._taken.discard(str(thread))
         self.episodes.append(episode)
         if episode.error is not None:
             self.failed += 1
@@ -158,5 +165,5 @@ class AReaLWorkflow:
             self._taken.add(thread)  # before any await: a group's members take one each
             async with GraphRun(Task(input=text, agent=agent, id=thread), store) as run:
                 snapshot = await run.snapshot()
-            if snapshot.created_at is None or snapshot.next:
-                yield thread  # new, or left unfinished by a killed process
+            if snapshot.created_at is None or pending_nodes(snapshot):
+                yield thread  # new, or left unfinished (a process killed, a failed call)

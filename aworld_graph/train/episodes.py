@@ -180,6 +180,12 @@ async def run_episode(
         )
         return episode
     episode.response = response
+    if not sequences and response.status != "finished":  # nothing to score: say why first
+        episode.error = (
+            f"row {index}: run {thread} ended with status {response.status!r}, not "
+            "'finished': errored, timed-out and cancelled runs are not training data"
+        )
+        return episode
     if reward_func is not None:
         try:
             episode.reward = score_response(response, expected, reward_func).score
@@ -189,12 +195,7 @@ async def run_episode(
                 f" raised {type(exc).__name__}: {exc} (field 'expected' = {expected!r})"
             )
             return episode
-    if not sequences:  # the trainer keeps the tokens (AReaL's proxy): the run must finish
-        if response.status != "finished":
-            episode.error = (
-                f"row {index}: run {thread} ended with status {response.status!r}, not "
-                "'finished': errored, timed-out and cancelled runs are not training data"
-            )
+    if not sequences:  # the trainer keeps the tokens (AReaL's proxy)
         return episode
     try:
         episode.sequences = flatten(response, reward=episode.reward)

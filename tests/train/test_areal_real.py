@@ -83,6 +83,8 @@ def test_areal_exports_the_episode_with_the_reward_run_returned(rollouts: Rollou
     assert "raised" not in good, good["raised"]
     episode = good["episodes"][0]
     assert good["failed"] == 0 and episode["error"] is None
+    # the workflow asked AReaL's proxy for no token ids (it returns none) and kept none
+    assert episode["tokens"] == [None] and episode["sequences"] == []
     # one LLM call, one interaction; the reward run returned is the last one's
     [interaction] = good["interactions"]
     assert interaction["reward"] == episode["reward"] == 1.0

@@ -1,5 +1,5 @@
-"""AReaL's workflow contract against a loopback token-recording proxy (AReaL itself needs CUDA
-torch and is not installed), and slime's sample fields with a plain stand-in (slime is not on
+"""AReaL's workflow contract against a loopback stand-in for its proxy (AReaL's own classes:
+tests/train/test_areal_real.py, in a venv of its own), and slime's sample fields with a plain stand-in (slime is not on
 PyPI). A slime rollout cut short (a failing call, or its process killed) resumes from the
 store with the same samples (slime numbers each sample of a run once). AReaL hands its
 workflow nothing that names one episode across a restart: with a ``run_id`` a restarted AReaL
@@ -367,8 +367,21 @@ def test_areal_resumes_an_unfinished_episode_once_and_passes_over_a_busy_one(
     )
     other = trainer.adapter()
     assert isinstance(other, AReaLWorkflow) and other.run_id == "r2"
+    server.requests.clear()
     asyncio.run(other.run(areal_row("B"), base_url=url))
-    assert other.episodes[0].thread_id not in {cut, *threads} and ran[-1] == 4
+    assert other.episodes[0].thread_id == "areal-r2-" + cut.split("-", 2)[2]  # its own -0
+    assert len(server.requests) == 2 and len(ran) == 6  # sampled anew, its tool run
+
+    # a group's members started at once take a thread each
+    together = AReaLWorkflow(agent=adder(ran), reward_func=contains, run_id="r3")
+
+    async def group() -> list[float]:
+        return list(
+            await asyncio.gather(*(together.run(areal_row("E"), base_url=url) for _ in "abc"))
+        )
+
+    assert asyncio.run(group()) == [1.0, 1.0, 1.0]
+    assert sorted(str(e.thread_id)[-2:] for e in together.episodes) == ["-0", "-1", "-2"]
     # AReaL's subproc mode gives base_url only as OPENAI_BASE_URL, to a fresh copy each call
     with pytest.MonkeyPatch.context() as env:
         env.setenv("OPENAI_BASE_URL", url)
