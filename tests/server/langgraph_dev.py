@@ -24,6 +24,8 @@ from types import TracebackType
 
 import httpx
 
+from tests.build_lock import building
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".cache" / "langgraph-dev-venv"
 PINS = [
@@ -116,6 +118,11 @@ def langgraph_dev_bin() -> Path:
     """The venv's ``langgraph`` command, installing ``PINS`` from PyPI on first use (minutes;
     the log is ``VENV/install.log``). Raises :class:`Unavailable` when PyPI cannot be
     reached."""
+    with building(VENV):  # another test file's worker may be building it now
+        return _installed()
+
+
+def _installed() -> Path:
     command = VENV / "bin" / "langgraph"
     ready = VENV / "installed.txt"
     if ready.exists() and ready.read_text() == "\n".join(PINS) and command.exists():

@@ -94,7 +94,12 @@ def run_in_venv(trainer: str, script: str, home: Path) -> tuple[dict[str, Any], 
             capture_output=True,
             text=True,
             timeout=900,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0"},
+            env={
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(home),
+                "RAY_USAGE_STATS_ENABLED": "0",
+                "AWORLD_GRAPH_DB": str(home / "store.db"),  # not the checkout's default store
+            },
         )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1]), server

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.build_lock import building
+
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "tests/train/trainer_venv.py"
 
@@ -76,7 +78,11 @@ def trainer_python(trainer: str) -> Path:
     the venv). Raises :class:`Unavailable` when PyPI cannot be reached and
     ``subprocess.CalledProcessError`` when pip fails."""
     folder = venv_dir(trainer)
-    python = folder / "bin" / "python"
+    with building(folder):  # another test file's worker may be building it now
+        return _built(trainer, folder, folder / "bin" / "python")
+
+
+def _built(trainer: str, folder: Path, python: Path) -> Path:
     if up_to_date(trainer):
         _install_project(python)
         return python
