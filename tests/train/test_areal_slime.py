@@ -506,3 +506,59 @@ def test_a_slime_rollout_killed_mid_way_resumes_its_samples(
     fresh = slime_generate(agent=adder(ran), reward_func=contains, base_url=url, run_id="r2")
     clean = [asyncio.run(fresh(None, s, {})) for s in batch()]
     assert [_fields(s) for s in again] == [_fields(s) for s in clean]
+
+
+AREAL_CRASHED = r"""
+import asyncio, os, sys
+from pathlib import Path
+
+from aworld_graph.checkpoint import TrajectorySaver
+from aworld_graph.rewards import contains
+from aworld_graph.train.areal import AReaLWorkflow
+from tests.train.test_areal_slime import adder, areal_row
+
+url, log = sys.argv[1:3]
+tool_saved = []
+put_writes, put = TrajectorySaver.aput_writes, TrajectorySaver.aput
+
+
+async def aput_writes(self, config, writes, task_id, task_path=""):
+    await put_writes(self, config, writes, task_id, task_path)
+    tool_saved.append(task_path.endswith(", solver__tools"))
+
+
+async def aput(self, config, checkpoint, metadata, new_versions):
+    if any(tool_saved):  # the tool step's writes are saved, the next checkpoint is not
+        os._exit(9)
+    return await put(self, config, checkpoint, metadata, new_versions)
+
+
+TrajectorySaver.aput_writes, TrajectorySaver.aput = aput_writes, aput
+workflow = AReaLWorkflow(agent=adder([], Path(log)), reward_func=contains, run_id="r1")
+asyncio.run(workflow.run(areal_row("B"), base_url=url))
+"""
+
+
+def test_an_areal_process_killed_between_a_steps_writes_and_its_checkpoint_resumes(
+    router: tuple[Router, str], tmp_path: Path
+) -> None:
+    """The process dies after the tool step's writes were saved and before the checkpoint
+    that follows them: the episode is unfinished, and a restarted AReaL resumes it from the
+    saved tool result, sending the answering call only."""
+    server, url = router
+    log = tmp_path / "tools.log"
+    done = subprocess.run(
+        [sys.executable, "-c", AREAL_CRASHED, url, str(log)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 9, done.stderr[-3000:]
+    assert log.read_text().split() == ["4"]  # the tool ran; the run's end was never saved
+    server.requests.clear()
+    ran: list[int] = []
+    workflow = AReaLWorkflow(agent=adder(ran), reward_func=contains, run_id="r1")
+    assert asyncio.run(workflow.run(areal_row("B"), base_url=url)) == 1.0
+    assert workflow.episodes[0].thread_id.endswith("-0")  # type: ignore[union-attr]
+    assert ran == [] and server.requests == ["2+2 (B)"]  # the answering call only
