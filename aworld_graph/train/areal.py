@@ -45,9 +45,7 @@ and passes ``base_url`` only as ``OPENAI_BASE_URL``: ``run_id`` there is refused
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -57,7 +55,15 @@ from ..checkpoint import open_store
 from ..errors import ConfigError
 from ..run import GraphRun, pending_nodes
 from ..task import Task
-from .episodes import ANSWER_FIELDS, Episode, RowError, prompt_text, run_episode, served_by
+from .episodes import (
+    ANSWER_FIELDS,
+    Episode,
+    RowError,
+    digest,
+    prompt_text,
+    run_episode,
+    served_by,
+)
 
 __all__ = ["AReaLWorkflow"]
 
@@ -82,7 +88,7 @@ class AReaLWorkflow:
         self.errors: list[str] = []
         """Why, one line per failed row."""
         self.episodes: list[Episode] = []
-        """Every episode run, in order (its run, reward and token sequences)."""
+        """Every episode run, in order (its run and reward; AReaL's proxy keeps the tokens)."""
         self.run_id = run_id
         """Names the episodes' threads so that a restarted run resumes them (see the module
         docstring); ``None``: each is a new thread."""
@@ -155,11 +161,10 @@ class AReaLWorkflow:
             yield None
             return
         expected = next((row[k] for k in ANSWER_FIELDS if k in row), None)
-        key = json.dumps([text, expected], default=str).encode()
-        digest = hashlib.sha256(key).hexdigest()[:16]
+        prefix = f"areal-{self.run_id}-{digest([text, expected], 16)}"
         store = open_store(shared=True)
         for k in itertools.count():
-            thread = f"areal-{self.run_id}-{digest}-{k}"
+            thread = f"{prefix}-{k}"
             if thread in self._taken:
                 continue
             self._taken.add(thread)  # before any await: a group's members take one each

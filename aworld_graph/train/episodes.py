@@ -11,6 +11,8 @@ no sequences (:mod:`.sequences`): it is never replaced by text.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,7 +28,15 @@ from ..runner import Runners
 from ..task import TaskResponse
 from .sequences import TrainingSequence, UntrainableRun, flatten
 
-__all__ = ["Episode", "RowError", "prompt_text", "recording", "run_episode", "served_by"]
+__all__ = [
+    "Episode",
+    "RowError",
+    "digest",
+    "prompt_text",
+    "recording",
+    "run_episode",
+    "served_by",
+]
 
 ANSWER_FIELDS = ("expected", "answer", "ground_truth", "solution")
 """Where a row's expected answer may be (the first present wins)."""
@@ -63,6 +73,12 @@ class Episode:
     def last(self) -> TrainingSequence:
         """The sequence of the call that produced the answer."""
         return self.sequences[-1]
+
+
+def digest(task: Any, size: int) -> str:
+    """The first ``size`` hex digits of the SHA-256 of ``task`` as JSON (keys sorted): what
+    keeps a training run's thread names apart for episodes of different data."""
+    return hashlib.sha256(json.dumps(task, sort_keys=True, default=str).encode()).hexdigest()[:size]
 
 
 def prompt_text(row: Any, index: int) -> str:

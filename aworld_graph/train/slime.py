@@ -32,13 +32,11 @@ only, and the tests check the fields with a plain stand-in (docs/training.md say
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..agent import Agent
-from .episodes import run_episode, served_by
+from .episodes import digest, run_episode, served_by
 from .sequences import flatten
 
 __all__ = ["slime_generate"]
@@ -48,12 +46,6 @@ def _status(sample: Any, name: str) -> Any:
     """``Sample.Status.<name>`` where the sample's class has it, else the lower-case name."""
     status = getattr(type(sample), "Status", None)
     return getattr(status, name) if status is not None and hasattr(status, name) else name.lower()
-
-
-def _digest(row: dict[str, Any]) -> str:
-    """A short digest of a sample's prompt and label (part of its thread id)."""
-    text = json.dumps(row, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 def slime_generate(
@@ -91,7 +83,7 @@ def slime_generate(
         index = number if isinstance(number, int) else 0
         thread = None
         if run_id and isinstance(number, int) and not evaluation:
-            thread = f"slime-{run_id}-{number}-{_digest(row)}"
+            thread = f"slime-{run_id}-{number}-{digest(row, 10)}"
         episode = await run_episode(
             row,
             index,

@@ -91,9 +91,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import hashlib
 import importlib
-import json
 import operator
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -103,7 +101,7 @@ from ..agent import Agent
 from ..config import AgentConfig
 from ..errors import ModelError
 from ..model import ModelProfile, ModelResponse, ToolCall, Usage
-from .episodes import run_episode
+from .episodes import digest, run_episode
 from .extras import TRAINERS, AgentConfigured, TrainerNotInstalled
 from .sequences import flatten
 
@@ -198,10 +196,9 @@ def _episode_thread(run_id: str | None, row: Mapping[str, Any]) -> str | None:
         "raw_prompt": row.get("raw_prompt"),
         "ground_truth": (row.get("reward_model") or {}).get("ground_truth"),
     }
-    digest = hashlib.sha256(json.dumps(task, sort_keys=True, default=str).encode()).hexdigest()
     mode = "val" if sample.get("validate") else "train"
     where = f"b{place}-i{index}" if session is None else f"i{index}-n{session}"
-    return f"verl-{run_id}-{mode}-s{step}-{where}-{digest[:10]}"
+    return f"verl-{run_id}-{mode}-s{step}-{where}-{digest(task, 10)}"
 
 
 class VerlServerModel:

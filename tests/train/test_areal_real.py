@@ -14,8 +14,6 @@ sampled; the proxy's tokenizer is the SmolLM2 tokenizer of that GGUF. The agent 
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +22,7 @@ from typing import Any
 import pytest
 
 from aworld_graph.local import model_path
-from tests.server.conftest import LiveServer
-from tests.train.token_server import TokenServer
-from tests.train.trainer_venv import ROOT, Unavailable, trainer_python
+from tests.train.token_server import run_in_venv
 
 pytestmark = [pytest.mark.slow, pytest.mark.local_model, pytest.mark.timeout(1800)]
 
@@ -52,30 +48,12 @@ def tokenizer_folder(folder: Path) -> None:
 
 @pytest.fixture(scope="module")
 def rollouts(tmp_path_factory: pytest.TempPathFactory) -> Rollouts:
-    try:
-        python = trainer_python("areal")
-    except Unavailable as exc:
-        pytest.fail(f"AReaL's venv (tests/train/trainer_venv.py) cannot be built here: {exc}")
     home = tmp_path_factory.mktemp("areal")
     tokenizer_folder(home / "model")
-    server = TokenServer()
-    with LiveServer(server.app) as live:
-        done = subprocess.run(
-            [str(python), "-m", "tests.train.areal_worker", live.url, str(home / "model")],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            env={
-                "PATH": "/usr/bin:/bin",
-                "HOME": str(home),
-                "AWORLD_GRAPH_DB": str(home / "store.db"),
-                "HF_HUB_OFFLINE": "1",
-                "TOKENIZERS_PARALLELISM": "false",
-            },
-        )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return Rollouts(json.loads(done.stdout.strip().splitlines()[-1]), server.sampled)
+    result, server = run_in_venv(
+        "areal", "tests.train.areal_worker", home, module=True, args=[str(home / "model")]
+    )
+    return Rollouts(result, server.sampled)
 
 
 def test_areal_exports_the_episode_with_the_reward_run_returned(rollouts: Rollouts) -> None:

@@ -76,20 +76,30 @@ class TokenServer:
         return JSONResponse(reply)
 
 
-def run_in_venv(trainer: str, script: str, home: Path) -> tuple[dict[str, Any], TokenServer]:
-    """Run ``script`` in ``trainer``'s venv (tests/train/trainer_venv.py) with a token server
-    up: its arguments are the server's URL and the GGUF's folder and file name; it prints its
-    result as JSON on its last line. Returns that result and the server (what it sampled).
-    Skips the test, saying why, when the venv cannot be built (PyPI out of reach)."""
+def run_in_venv(
+    trainer: str,
+    script: str,
+    home: Path,
+    *,
+    module: bool = False,
+    args: list[str] | None = None,
+) -> tuple[dict[str, Any], TokenServer]:
+    """Run ``script`` (Python code; with ``module``, a module's name) in ``trainer``'s venv
+    (tests/train/trainer_venv.py), with ``home`` as its home and its store, and a token server
+    up: its arguments are the server's URL, then ``args`` (by default the GGUF's folder and
+    file name); it prints its result as JSON on its last line. Returns that result and the
+    server (what it sampled). Skips the test, saying why, when the venv cannot be built
+    (PyPI out of reach)."""
     try:
         python = trainer_python(trainer)
     except Unavailable as exc:
         pytest.skip(str(exc))
     server = TokenServer()
     path = model_path()
+    rest = [str(path.parent), path.name] if args is None else args
     with LiveServer(server.app) as live:
         done = subprocess.run(
-            [str(python), "-c", script, live.url, str(path.parent), path.name],
+            [str(python), "-m" if module else "-c", script, live.url, *rest],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -99,7 +109,9 @@ def run_in_venv(trainer: str, script: str, home: Path) -> tuple[dict[str, Any], 
                 "HOME": str(home),
                 "RAY_USAGE_STATS_ENABLED": "0",
                 "AWORLD_GRAPH_DB": str(home / "store.db"),  # not the checkout's default store
+                "HF_HUB_OFFLINE": "1",
+                "TOKENIZERS_PARALLELISM": "false",
             },
         )
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1]), server
